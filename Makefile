@@ -1,0 +1,40 @@
+# The two commands of the README: `make run` and `make test`. Both install into .venv first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ARGS ?=
+
+.PHONY: install run test lint format sweep clean
+
+install: $(STAMP)
+
+# Re-installs when pyproject.toml changes. torch/torchvision are the CUDA builds; they run on the CPU.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+## The default experiment (digits, noise 0.2); pass overrides with ARGS="noise.rate=0.4 ...".
+run: install
+	$(BIN)/noisydml $(ARGS)
+
+## The test suite (GPU tests skip themselves on a machine without one).
+test: install
+	$(BIN)/pytest -q $(ARGS)
+
+lint: install
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff format --check src tests scripts
+
+format: install
+	$(BIN)/ruff check --fix src tests scripts
+	$(BIN)/ruff format src tests scripts
+
+## A small noise sweep on digits: two miners x three noise rates, run one after another.
+sweep: install
+	$(BIN)/noisydml -m name=digits_sweep noise.rate=0,0.2,0.4 miner=random_semihard,fixed_semihard $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

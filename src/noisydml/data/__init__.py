@@ -1,0 +1,16 @@
+"""Data sets in their published layouts, the P x K sampler and the data module."""
+
+from noisydml.data.base import DatasetLayoutError, LabeledDataset, Splits, TensorDataset
+from noisydml.data.datamodule import MetricDataModule
+from noisydml.data.digits import Digits
+from noisydml.data.sampler import PKSampler
+
+__all__ = [
+    "DatasetLayoutError",
+    "Digits",
+    "LabeledDataset",
+    "MetricDataModule",
+    "PKSampler",
+    "Splits",
+    "TensorDataset",
+]

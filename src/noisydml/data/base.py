@@ -1,0 +1,81 @@
+"""What every data set gives the data module: labelled splits whose items carry their index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+
+class DatasetLayoutError(FileNotFoundError):
+    """A data root that is missing or lacks a file of the published layout."""
+
+    def __init__(self, name: str, root: str | Path, missing: str | Path, layout: str):
+        super().__init__(
+            f"{name}: {missing} not found under dataset.root={root}.\n"
+            f"Expected layout:\n{layout}\n"
+            f"Point dataset.root at the folder holding it, or set paths.data_dir for every data set\n"
+            f"(NOISYDML_DATA_DIR, or the git-ignored conf/local/default.yaml)."
+        )
+
+
+class LabeledDataset(Dataset):
+    """A data set whose item ``i`` is ``(input, label, i)``.
+
+    ``labels`` holds every item's class as an int64 array so the sampler and the noise models never
+    need to touch the inputs. ``i`` travels with the batch so per-sample state (BSPML's weights, the
+    noise bookkeeping) can be looked up by index.
+    """
+
+    def __init__(self, labels: np.ndarray):
+        self.labels = np.asarray(labels, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def load(self, index: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def verify(self) -> int:
+        """Check every input can be read before training; return how many were dropped as unreadable.
+
+        In-memory data sets have nothing to check; image folders override this.
+        """
+        return 0
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int, int]:
+        return self.load(index), int(self.labels[index]), index
+
+
+class TensorDataset(LabeledDataset):
+    """In-memory inputs (digits, precomputed features)."""
+
+    def __init__(self, inputs: torch.Tensor, labels: np.ndarray):
+        super().__init__(labels)
+        if len(inputs) != len(self.labels):
+            raise ValueError(f"{len(inputs)} inputs but {len(self.labels)} labels")
+        self.inputs = inputs
+
+    def load(self, index: int) -> torch.Tensor:
+        return self.inputs[index]
+
+
+@dataclass
+class Splits:
+    """The training split and the evaluation split of one data set.
+
+    ``query_mask`` is None for the usual protocol (every test item is a query against all others,
+    itself excluded). For query-vs-gallery data sets (In-Shop) it is True for queries; the others
+    form the gallery.
+    """
+
+    train: LabeledDataset
+    test: LabeledDataset
+    query_mask: np.ndarray | None = None
+
+    @property
+    def num_train_classes(self) -> int:
+        return len(np.unique(self.train.labels))

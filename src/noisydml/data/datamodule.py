@@ -1,0 +1,147 @@
+"""The LightningDataModule: a data set's splits, label noise on the training split, P x K batches."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytorch_lightning as pl
+from torch.utils.data import DataLoader, Dataset
+
+from noisydml.atomic import atomic_write
+from noisydml.data.base import LabeledDataset, Splits
+from noisydml.data.sampler import PKSampler
+from noisydml.noise import NoisyLabels, summarize
+
+
+class NoisyTrainSet(Dataset):
+    """The training samples a run trains on, with their observed labels.
+
+    Items are ``(input, observed label, index into the data set's training split)``: the index is
+    stable across noise models and toplines, so per-sample state can be keyed by it.
+    """
+
+    def __init__(self, base: LabeledDataset, noisy: NoisyLabels, observed_contiguous: np.ndarray):
+        self.base = base
+        self.noisy = noisy
+        self.labels = observed_contiguous
+
+    def __len__(self) -> int:
+        return len(self.noisy.indices)
+
+    def __getitem__(self, position: int):
+        index = int(self.noisy.indices[position])
+        return self.base.load(index), int(self.labels[position]), index
+
+
+class MetricDataModule(pl.LightningDataModule):
+    """Builds the splits once, applies the noise model to the training labels, serves P x K batches.
+
+    Observed training labels are remapped to ``0..C-1`` (proxy and classification losses index by
+    label); ``labels.csv`` keeps the data set's own class ids. The test split is never touched by noise.
+    """
+
+    def __init__(
+        self,
+        dataset,
+        noise,
+        P: int,
+        K: int,
+        batches_per_epoch: int | None = None,
+        small_classes: str = "error",
+        eval_batch_size: int = 256,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.dataset = dataset
+        self.noise = noise
+        self.P, self.K = P, K
+        self.batches_per_epoch = batches_per_epoch
+        self.small_classes = small_classes
+        self.eval_batch_size = eval_batch_size
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.seed = seed
+        self.splits: Splits | None = None
+        self.train_set: NoisyTrainSet | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read the data set and draw the noisy labels; idempotent, and cheap after the first call."""
+        if self.train_set is not None:
+            return
+        self.splits = self.dataset.splits()
+        # Before the noise is drawn: dropping unreadable files changes the indices it is drawn over.
+        self.skipped_inputs = self.splits.train.verify() + self.splits.test.verify()
+        noisy = self.noise.apply(self.splits.train.labels)
+        _, contiguous = np.unique(noisy.observed, return_inverse=True)
+        self.train_set = NoisyTrainSet(self.splits.train, noisy, contiguous.astype(np.int64))
+        # Built here, not in train_dataloader, so a bad P/K fails before the Trainer starts.
+        self.sampler = self._sampler()
+
+    def _sampler(self) -> PKSampler:
+        replicas, rank = 1, 0
+        if self.trainer is not None:
+            replicas, rank = self.trainer.world_size, self.trainer.global_rank
+        return PKSampler(
+            self.train_set.labels,
+            P=self.P,
+            K=self.K,
+            batches_per_epoch=self.batches_per_epoch,
+            seed=self.seed,
+            small_classes=self.small_classes,
+            num_replicas=replicas,
+            rank=rank,
+        )
+
+    @property
+    def noisy(self) -> NoisyLabels:
+        return self.train_set.noisy
+
+    @property
+    def query_mask(self) -> np.ndarray | None:
+        return self.splits.query_mask
+
+    @property
+    def num_train_classes(self) -> int:
+        return int(self.train_set.labels.max()) + 1
+
+    def noise_summary(self) -> dict:
+        return summarize(self.noisy)
+
+    def train_dataloader(self) -> DataLoader:
+        if self.trainer is not None and self.trainer.world_size != self.sampler.num_replicas:
+            self.sampler = self._sampler()
+        return DataLoader(
+            self.train_set,
+            batch_sampler=self.sampler,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader()
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader()
+
+    def _eval_loader(self) -> DataLoader:
+        return DataLoader(
+            self.splits.test,
+            batch_size=self.eval_batch_size,
+            shuffle=False,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+        )
+
+    def write_labels(self, path: Path) -> None:
+        """``labels.csv``: ``index,true,observed`` for every training sample the run trained on."""
+        noisy = self.noisy
+        with atomic_write(path) as f:
+            writer = csv.writer(f)
+            writer.writerow(["index", "true", "observed"])
+            rows = zip(noisy.indices.tolist(), noisy.true.tolist(), noisy.observed.tolist(), strict=True)
+            writer.writerows(rows)

@@ -1,0 +1,156 @@
+"""Image files on disk: the labelled list of paths, and the base of the published image layouts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import scipy.io
+import torch
+from PIL import Image
+
+from noisydml.data.base import DatasetLayoutError, LabeledDataset, Splits
+from noisydml.data.transforms import test_transform, train_transform
+
+# What PIL raises for a file it cannot identify, a truncated or broken header, or a missing file.
+PIL_ERRORS = (OSError, SyntaxError)
+
+
+class UnreadableImageError(OSError):
+    """An image file that PIL cannot open."""
+
+    def __init__(self, path: str | Path, error: Exception):
+        super().__init__(
+            f"cannot read image {path}: {error}. Replace the file, or set dataset.skip_unreadable=true "
+            f"to drop unreadable images before training."
+        )
+        self.path = str(path)
+
+
+class ImageListDataset(LabeledDataset):
+    """Images given as a list of paths, decoded as RGB and passed through ``transform``.
+
+    Nothing is opened in the constructor: Stanford Online Products holds 120k images. Call
+    ``verify()`` once before training (and before anything keyed on item indices, such as label
+    noise) to find unreadable files up front instead of in the middle of an epoch.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str | Path],
+        labels: np.ndarray | Sequence[int],
+        transform: Callable[[Image.Image], torch.Tensor],
+        skip_unreadable: bool = False,
+    ):
+        super().__init__(np.asarray(labels))
+        if len(paths) != len(self.labels):
+            raise ValueError(f"{len(paths)} image paths but {len(self.labels)} labels")
+        self.paths = [str(path) for path in paths]
+        self.transform = transform
+        self.skip_unreadable = skip_unreadable
+        self.skipped: list[str] = []
+
+    def load(self, index: int) -> torch.Tensor:
+        path = self.paths[index]
+        try:
+            with Image.open(path) as image:
+                rgb = image.convert("RGB")
+        except PIL_ERRORS as error:
+            raise UnreadableImageError(path, error) from error
+        return self.transform(rgb)
+
+    def verify(self) -> int:
+        """Check every image header; return how many unreadable images were dropped.
+
+        With ``skip_unreadable`` the unreadable images are dropped (their paths kept in
+        ``skipped``), which shifts the indices of the items after them. Without it the first
+        unreadable image raises ``UnreadableImageError``.
+        """
+        readable = np.ones(len(self.paths), dtype=bool)
+        for index, path in enumerate(self.paths):
+            try:
+                with Image.open(path) as image:
+                    image.verify()
+            except PIL_ERRORS as error:
+                if not self.skip_unreadable:
+                    raise UnreadableImageError(path, error) from error
+                readable[index] = False
+        self.skipped += [path for path, ok in zip(self.paths, readable, strict=True) if not ok]
+        self.paths = [path for path, ok in zip(self.paths, readable, strict=True) if ok]
+        self.labels = self.labels[readable]
+        return int((~readable).sum())
+
+
+class ImageLayout:
+    """A data set of image files plus annotation files in the layout its authors published.
+
+    The constructor only stores the config, so building it never touches the disk; ``splits()``
+    reads the annotation files. Subclasses describe their tree in ``layout``, which every
+    ``DatasetLayoutError`` shows.
+    """
+
+    layout: ClassVar[str]
+
+    def __init__(
+        self,
+        root: str | Path,
+        image_size: int = 224,
+        resize: int = 256,
+        skip_unreadable: bool = False,
+        name: str = "",
+    ):
+        self.root = Path(root)
+        self.image_size = image_size
+        self.resize = resize
+        self.skip_unreadable = skip_unreadable
+        self.name = name or type(self).__name__
+
+    def annotation(self, relpath: str) -> Path:
+        """The path of a layout file, which must exist."""
+        path = self.root / relpath
+        if not path.is_file():
+            raise DatasetLayoutError(self.name, self.root, relpath, self.layout)
+        return path
+
+    def mat_array(self, relpath: str, key: str) -> np.ndarray:
+        """Array ``key`` of a MATLAB layout file, squeezed to one dimension (1 x N -> N)."""
+        mat = scipy.io.loadmat(self.annotation(relpath), squeeze_me=True)
+        if key not in mat:
+            found = ", ".join(k for k in mat if not k.startswith("__"))
+            raise KeyError(
+                f"{self.name}: {relpath} under dataset.root={self.root} has no array {key!r} "
+                f"(found: {found}); use the file of the original release."
+            )
+        # squeeze_me turns a single record or label into a 0-d array.
+        return np.atleast_1d(mat[key])
+
+    def images(self, relpaths: Sequence[str], labels: np.ndarray, train: bool) -> ImageListDataset:
+        """The images at ``relpaths`` under the root, with the train or the test transform."""
+        transform = (
+            train_transform(self.image_size) if train else test_transform(self.image_size, self.resize)
+        )
+        paths = [self.root / relpath for relpath in relpaths]
+        return ImageListDataset(paths, labels, transform, self.skip_unreadable)
+
+    def zero_shot(self, relpaths: Sequence[str], labels: np.ndarray, train_classes: int) -> Splits:
+        """Classes ``1..train_classes`` for training, the remaining classes for testing."""
+        if len(labels) == 0:
+            raise ValueError(f"{self.name}: the layout files under dataset.root={self.root} list no images")
+        train = labels <= train_classes
+        if train.all() or not train.any():
+            raise ValueError(
+                f"{self.name}: dataset.train_classes={train_classes} leaves no "
+                f"{'test' if train.all() else 'training'} classes among the classes "
+                f"{labels.min()}..{labels.max()} found under dataset.root={self.root}; "
+                f"set it between {labels.min()} and {labels.max() - 1}."
+            )
+        return Splits(
+            train=self.images(
+                [p for p, t in zip(relpaths, train, strict=True) if t], labels[train], train=True
+            ),
+            test=self.images(
+                [p for p, t in zip(relpaths, train, strict=True) if not t], labels[~train], train=False
+            ),
+        )

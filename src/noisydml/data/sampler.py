@@ -1,0 +1,100 @@
+"""The P x K class-balanced batch sampler of metric learning."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+from torch.utils.data import Sampler
+
+SMALL_CLASS_POLICIES = ("error", "replace", "drop")
+
+
+class PKSampler(Sampler[list[int]]):
+    """Batches of ``P`` classes x ``K`` samples, seeded, with a fixed number of batches per epoch.
+
+    Each batch draws ``P`` distinct classes uniformly, then ``K`` distinct samples of each. An epoch is
+    ``batches_per_epoch`` batches (default: ``len(labels) // (P * K)``, one pass worth of samples).
+    Batch ``b`` of epoch ``e`` depends only on ``(seed, e, b)``, so a resumed run draws the batches an
+    uninterrupted one would.
+
+    Classes with fewer than ``K`` samples follow ``small_classes``:
+
+    - ``"error"`` (default): refuse before training, naming the classes;
+    - ``"replace"``: draw their ``K`` samples with replacement (pytorch-metric-learning's
+      ``MPerClassSampler`` rule; repeated samples make zero-distance positive pairs);
+    - ``"drop"``: never draw those classes.
+
+    A class with a single sample can form no positive pair, so under ``replace`` and ``drop`` it is
+    never drawn.
+
+    Distributed training: every rank builds the same generator and draws ``P * num_replicas`` classes
+    per step, and rank ``r`` takes the ``r``-th block of ``P``. The ranks' batches are disjoint in
+    classes and together form exactly the batch one process would draw with ``P * num_replicas``.
+    """
+
+    def __init__(
+        self,
+        labels: np.ndarray,
+        P: int,
+        K: int,
+        batches_per_epoch: int | None = None,
+        seed: int = 0,
+        small_classes: str = "error",
+        num_replicas: int = 1,
+        rank: int = 0,
+    ):
+        if small_classes not in SMALL_CLASS_POLICIES:
+            raise ValueError(f"data.small_classes={small_classes!r} is not one of {SMALL_CLASS_POLICIES}")
+        if K < 2:
+            raise ValueError(f"data.K={K} must be >= 2: a batch needs positive pairs")
+        if P < 2:
+            raise ValueError(f"data.P={P} must be >= 2: a batch needs negatives")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} is outside [0, {num_replicas})")
+        labels = np.asarray(labels)
+        classes, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+        if counts.max() < K:
+            raise ValueError(
+                f"data.K={K} is larger than every class of the training set (largest: {counts.max()} samples)"
+            )
+        small = counts < K
+        if small.any() and small_classes == "error":
+            shown = ", ".join(
+                f"{c} ({n})" for c, n in zip(classes[small][:10], counts[small][:10], strict=True)
+            )
+            raise ValueError(
+                f"data.K={K}: {small.sum()} training classes have fewer than {K} samples: {shown}"
+                f"{' ...' if small.sum() > 10 else ''}. Set data.small_classes=replace to draw them with "
+                f"replacement or data.small_classes=drop to skip them."
+            )
+        eligible = counts >= (K if small_classes == "drop" else 2)
+        self.members = [np.flatnonzero(inverse == c) for c in np.flatnonzero(eligible)]
+        if P * num_replicas > len(self.members):
+            raise ValueError(
+                f"data.P={P} x {num_replicas} process(es) is larger than the {len(self.members)} training "
+                f"classes that can be drawn"
+            )
+        self.P, self.K = P, K
+        self.seed = seed
+        self.num_replicas, self.rank = num_replicas, rank
+        self.batches_per_epoch = batches_per_epoch or max(1, len(labels) // (P * K * num_replicas))
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Called by Lightning at every epoch start so each epoch draws new batches."""
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.batches_per_epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        rng = np.random.default_rng([self.seed, self.epoch])
+        block = slice(self.rank * self.P, (self.rank + 1) * self.P)
+        for _ in range(self.batches_per_epoch):
+            chosen = rng.choice(len(self.members), size=self.P * self.num_replicas, replace=False)
+            batch = [self._draw(rng, self.members[c]) for c in chosen]
+            yield np.concatenate(batch[block]).tolist()
+
+    def _draw(self, rng: np.random.Generator, members: np.ndarray) -> np.ndarray:
+        return rng.choice(members, size=self.K, replace=len(members) < self.K)

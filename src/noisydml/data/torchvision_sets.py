@@ -1,0 +1,223 @@
+"""Digits, clothes, tiny photos and characters, read (or fetched) by torchvision.datasets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torchvision.datasets
+from torchvision import transforms
+from torchvision.datasets import VisionDataset
+
+from noisydml.data.base import DatasetLayoutError, LabeledDataset, Splits
+
+CLASSES_SPLITS = ("same", "disjoint")
+OMNIGLOT_LABELS = ("character", "alphabet")
+
+
+class VisionSubset(LabeledDataset):
+    """Items ``indices`` of a torchvision data set, labelled from its metadata, not its images."""
+
+    def __init__(self, dataset: VisionDataset, indices: np.ndarray, labels: np.ndarray):
+        super().__init__(labels)
+        self.dataset = dataset
+        self.indices = np.asarray(indices, dtype=np.int64)
+
+    def load(self, index: int) -> torch.Tensor:
+        return self.dataset[int(self.indices[index])][0]
+
+
+class TorchvisionDataset:
+    """A torchvision data set under ``root``, as tensors normalised with its own mean and std.
+
+    With ``download=false`` (the default: compute nodes are often offline) missing files raise a
+    ``DatasetLayoutError`` naming them instead of a download attempt.
+    """
+
+    vision_class: ClassVar[type[VisionDataset]]
+    mean: ClassVar[tuple[float, ...]]
+    std: ClassVar[tuple[float, ...]]
+
+    def __init__(
+        self, root: str | Path, download: bool = False, image_size: int | None = None, name: str = ""
+    ):
+        self.root = Path(root)
+        self.download = download
+        self.image_size = image_size
+        self.name = name or type(self).__name__
+
+    def expected_files(self) -> list[str]:
+        """The paths under ``root`` that torchvision reads, as the layout error shows them."""
+        raise NotImplementedError
+
+    def transform(self) -> transforms.Compose:
+        resize = [transforms.Resize(self.image_size)] if self.image_size else []
+        return transforms.Compose([*resize, transforms.ToTensor(), transforms.Normalize(self.mean, self.std)])
+
+    def open(self, **kwargs: bool) -> VisionDataset:
+        """The torchvision data set; ``kwargs`` choose its part (``train=``, ``background=``)."""
+        try:
+            return self.vision_class(
+                str(self.root), transform=self.transform(), download=self.download, **kwargs
+            )
+        except RuntimeError as error:
+            missing = [path for path in self.expected_files() if not (self.root / path).exists()]
+            # Files present but failing torchvision's checksum: its own message says so better.
+            if self.download or not missing:
+                raise
+            layout = "\n".join(
+                [f"{self.root}/", *(f"  {path}" for path in self.expected_files())]
+                + ["Or set dataset.download=true on a machine with internet access to fetch them there."]
+            )
+            raise DatasetLayoutError(self.name, self.root, missing[0], layout) from error
+
+
+class ClassesSplitDataset(TorchvisionDataset):
+    """A data set with a train set and a test set of the same classes.
+
+    ``classes_split=same`` keeps them as they are. ``classes_split=disjoint`` makes the zero-shot
+    protocol of metric learning: the train-set images of the first half of the classes train, the
+    test-set images of the second half test.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        download: bool = False,
+        image_size: int | None = None,
+        classes_split: str = "same",
+        name: str = "",
+    ):
+        super().__init__(root, download, image_size, name)
+        if classes_split not in CLASSES_SPLITS:
+            raise ValueError(
+                f"dataset.classes_split={classes_split!r} must be one of {', '.join(CLASSES_SPLITS)}"
+            )
+        self.classes_split = classes_split
+
+    def splits(self) -> Splits:
+        train, test = self.open(train=True), self.open(train=False)
+        train_labels, test_labels = np.asarray(train.targets), np.asarray(test.targets)
+        if self.classes_split == "same":
+            keep_train = np.ones(len(train_labels), dtype=bool)
+            keep_test = np.ones(len(test_labels), dtype=bool)
+        else:
+            classes = np.unique(train_labels)
+            first_half = classes[: len(classes) // 2]
+            keep_train = np.isin(train_labels, first_half)
+            keep_test = ~np.isin(test_labels, first_half)
+        return Splits(
+            train=VisionSubset(train, np.flatnonzero(keep_train), train_labels[keep_train]),
+            test=VisionSubset(test, np.flatnonzero(keep_test), test_labels[keep_test]),
+        )
+
+
+class MNIST(ClassesSplitDataset):
+    vision_class = torchvision.datasets.MNIST
+    mean, std = (0.1307,), (0.3081,)
+
+    def __init__(
+        self,
+        root: str | Path,
+        download: bool = False,
+        image_size: int | None = None,
+        classes_split: str = "same",
+        name: str = "mnist",
+    ):
+        super().__init__(root, download, image_size, classes_split, name)
+
+    def expected_files(self) -> list[str]:
+        folder = self.vision_class.__name__
+        return [f"{folder}/raw/{file.removesuffix('.gz')}" for file, _ in self.vision_class.resources]
+
+
+class FashionMNIST(MNIST):
+    vision_class = torchvision.datasets.FashionMNIST
+    mean, std = (0.2860,), (0.3530,)
+
+    def __init__(
+        self,
+        root: str | Path,
+        download: bool = False,
+        image_size: int | None = None,
+        classes_split: str = "same",
+        name: str = "fashion_mnist",
+    ):
+        super().__init__(root, download, image_size, classes_split, name)
+
+
+class CIFAR10(ClassesSplitDataset):
+    vision_class = torchvision.datasets.CIFAR10
+    mean, std = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+
+    def __init__(
+        self,
+        root: str | Path,
+        download: bool = False,
+        image_size: int | None = None,
+        classes_split: str = "same",
+        name: str = "cifar10",
+    ):
+        super().__init__(root, download, image_size, classes_split, name)
+
+    def expected_files(self) -> list[str]:
+        cifar = self.vision_class
+        files = [file for file, _ in cifar.train_list + cifar.test_list] + [cifar.meta["filename"]]
+        return [f"{cifar.base_folder}/{file}" for file in files]
+
+
+class Omniglot(TorchvisionDataset):
+    """Omniglot: the background set (30 alphabets, 964 characters) trains, the evaluation set tests.
+
+    ``labels`` is ``character`` (the usual classes) or ``alphabet`` (Levi et al. train on alphabet
+    labels, so a class holds many distinct characters); ``test_labels`` sets the test split's kind
+    and defaults to ``labels``. Test labels are offset past the training labels so no id names
+    classes in both splits.
+    """
+
+    vision_class = torchvision.datasets.Omniglot
+    # Black strokes on white: about 8% of the pixels are 0, the rest 1; the std of such binary
+    # pixels follows from the mean, sqrt(m * (1 - m)).
+    mean, std = (0.9221,), (0.2681,)
+
+    def __init__(
+        self,
+        root: str | Path,
+        download: bool = False,
+        image_size: int | None = None,
+        labels: str = "character",
+        test_labels: str | None = None,
+        name: str = "omniglot",
+    ):
+        super().__init__(root, download, image_size, name)
+        for key, value in (("labels", labels), ("test_labels", test_labels or labels)):
+            if value not in OMNIGLOT_LABELS:
+                raise ValueError(f"dataset.{key}={value!r} must be one of {', '.join(OMNIGLOT_LABELS)}")
+        self.labels = labels
+        self.test_labels = test_labels or labels
+
+    def expected_files(self) -> list[str]:
+        folder = self.vision_class.folder
+        return [f"{folder}/{part}{suffix}" for part in self.vision_class.zips_md5 for suffix in (".zip", "/")]
+
+    def splits(self) -> Splits:
+        background, evaluation = self.open(background=True), self.open(background=False)
+        train_labels = omniglot_labels(background, self.labels)
+        test_labels = omniglot_labels(evaluation, self.test_labels) + train_labels.max() + 1
+        return Splits(
+            train=VisionSubset(background, np.arange(len(train_labels)), train_labels),
+            test=VisionSubset(evaluation, np.arange(len(test_labels)), test_labels),
+        )
+
+
+def omniglot_labels(dataset: torchvision.datasets.Omniglot, kind: str) -> np.ndarray:
+    """Each image's character or alphabet index, from the file list torchvision builds."""
+    characters = np.array([character for _, character in dataset._flat_character_images], dtype=np.int64)
+    if kind == "character":
+        return characters
+    alphabet_index = {alphabet: i for i, alphabet in enumerate(dataset._alphabets)}
+    # torchvision names each character "<alphabet>/<character>".
+    alphabet_of = np.array([alphabet_index[Path(c).parts[0]] for c in dataset._characters], dtype=np.int64)
+    return alphabet_of[characters]

@@ -1,0 +1,145 @@
+"""Test-time metrics: Recall@K, NMI, NMI+ and MAP@R from one entry point, :func:`evaluate`.
+
+Nothing here holds an N x N matrix: one exact kNN search, run in chunks of queries, feeds both Recall@K
+and MAP@R, and k-means keeps only its k centroids.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, cluster_nmi
+from noisydml.metrics.map_at_r import average_precision_at_r, relevant_counts
+from noisydml.metrics.recall import DEFAULT_CHUNK_SIZE, neighbour_chunks, recall_hits
+
+__all__ = ["evaluate"]
+
+
+def _to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def evaluate(
+    embeddings: torch.Tensor | np.ndarray,
+    labels: torch.Tensor | np.ndarray,
+    *,
+    recall_ks: Sequence[int] = (1, 2, 4, 8),
+    nmi: bool = True,
+    nmi_plus_factor: int | None = None,
+    map_at_r: bool = True,
+    query_mask: torch.Tensor | np.ndarray | None = None,
+    seed: int = 0,
+    use_gpu: bool | None = None,
+    kmeans_niter: int = DEFAULT_NITER,
+    kmeans_init: KMeansInit = "random",
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    timings: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """Retrieval and clustering metrics of test embeddings, keyed ``"recall@K"``, ``"nmi"``, ``"nmi+"``,
+    ``"map@r"`` (each only when asked for).
+
+    By default every item is a query and searches all the others (CUB, Cars, SOP). With ``query_mask``
+    (In-Shop), the items where it is True are queries and search only the items where it is False; NMI
+    then clusters all items together. Distances are exact L2, right for unnormalised embeddings too.
+    Recall@K counts every query (one with no other item of its class is a miss); MAP@R averages over the
+    queries that have at least one.
+
+    ``nmi_plus_factor`` asks for NMI+ with ``factor x classes`` clusters (capped at the number of items).
+    ``seed``, ``kmeans_niter`` and ``kmeans_init`` drive k-means (see ``clustering`` for why the init
+    matters); ``use_gpu=None`` uses a GPU when faiss sees one.
+    ``chunk_size`` bounds how many queries are searched at once. ``timings``, when given, is filled with
+    the wall seconds of each part: ``"search"``, ``"nmi"``, ``"nmi+"``.
+    """
+    if isinstance(embeddings, torch.Tensor):
+        # numpy has no bfloat16, which a mixed-precision model may hand over.
+        embeddings = embeddings.detach().float()
+    embeddings = np.ascontiguousarray(_to_numpy(embeddings), dtype=np.float32)
+    labels = _to_numpy(labels)
+    if embeddings.ndim != 2 or labels.shape != (len(embeddings),):
+        raise ValueError(
+            f"embeddings of shape {embeddings.shape} and labels of shape {labels.shape}: "
+            "pass embeddings as (N, dim) and labels as (N,)"
+        )
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels have dtype {labels.dtype}; pass integer class ids")
+    if not np.isfinite(embeddings).all():
+        raise ValueError("embeddings contain NaN or inf; check the model's output before evaluating")
+    if nmi_plus_factor is not None and not (isinstance(nmi_plus_factor, int) and nmi_plus_factor >= 1):
+        raise ValueError(f"nmi_plus_factor={nmi_plus_factor} must be an integer >= 1, or None to skip NMI+")
+    timings = {} if timings is None else timings
+
+    if query_mask is None:
+        queries, query_labels = None, labels
+        gallery, gallery_labels = embeddings, labels
+    else:
+        query_mask = _to_numpy(query_mask)
+        if query_mask.dtype != np.bool_ or query_mask.shape != labels.shape:
+            raise ValueError(
+                f"query_mask of dtype {query_mask.dtype} and shape {query_mask.shape}: "
+                f"pass a boolean array of shape {labels.shape}, True for queries"
+            )
+        if query_mask.all() or not query_mask.any():
+            raise ValueError(
+                f"query_mask marks {int(query_mask.sum())} of {len(query_mask)} items as queries; "
+                "query/gallery mode needs both queries (True) and gallery items (False)"
+            )
+        queries, query_labels = embeddings[query_mask], labels[query_mask]
+        gallery, gallery_labels = embeddings[~query_mask], labels[~query_mask]
+    leave_one_out = queries is None
+    # In leave-one-out mode a query's own slot in the gallery is not a candidate.
+    n_candidates = len(gallery) - leave_one_out
+
+    results: dict[str, float] = {}
+    recall_ks = tuple(recall_ks)
+    for k in recall_ks:
+        if not 1 <= k <= n_candidates:
+            raise ValueError(
+                f"recall_ks contains K={k} but each query has {n_candidates} candidate neighbours; "
+                f"drop K={k} from recall_ks or evaluate on more items"
+            )
+    search_k = max(recall_ks, default=0)
+    if map_at_r:
+        r = relevant_counts(query_labels, gallery_labels, leave_one_out=leave_one_out)
+        has_relevant = r > 0
+        if not has_relevant.any():
+            raise ValueError(
+                "map_at_r=True but no query has another item of its class in the gallery; "
+                "pass map_at_r=False for this data"
+            )
+        search_k = max(search_k, int(r.max()))
+
+    if search_k > 0:
+        started = time.perf_counter()
+        hits = np.zeros(len(recall_ks), dtype=np.int64)
+        ap_sum = 0.0
+        for start, neighbours in neighbour_chunks(
+            gallery, search_k, queries=queries, chunk_size=chunk_size, use_gpu=use_gpu
+        ):
+            stop = start + len(neighbours)
+            matches = gallery_labels[neighbours] == query_labels[start:stop, None]
+            if recall_ks:
+                hits += recall_hits(matches, recall_ks)
+            if map_at_r:
+                keep = has_relevant[start:stop]
+                ap_sum += average_precision_at_r(matches[keep], r[start:stop][keep]).sum()
+        for k, h in zip(recall_ks, hits, strict=True):
+            results[f"recall@{k}"] = float(h) / len(query_labels)
+        if map_at_r:
+            results["map@r"] = float(ap_sum) / int(has_relevant.sum())
+        timings["search"] = time.perf_counter() - started
+
+    n_classes = len(np.unique(labels))
+    clusterings = {"nmi": n_classes} if nmi else {}
+    if nmi_plus_factor is not None:
+        clusterings["nmi+"] = min(nmi_plus_factor * n_classes, len(embeddings))
+    for key, n_clusters in clusterings.items():
+        started = time.perf_counter()
+        results[key] = cluster_nmi(
+            embeddings, labels, n_clusters, niter=kmeans_niter, seed=seed, init=kmeans_init, use_gpu=use_gpu
+        )
+        timings[key] = time.perf_counter() - started
+    return results

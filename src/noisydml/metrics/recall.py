@@ -1,0 +1,108 @@
+"""Recall@K, and the chunked exact nearest-neighbour search it shares with MAP@R.
+
+Distances are exact squared L2 (faiss ``IndexFlatL2``), so the ranking is right for embeddings that are
+not on the unit sphere (BDML's are not). Two caveats come with any float32 kNN:
+
+- Ties: items at exactly the same distance (duplicate embeddings) come back in an order faiss does not
+  specify, so when a tie straddles rank K, which of the tied items counts as "within K" is arbitrary.
+  Duplicates of a query are kept as neighbours: only the query's own index is removed.
+- faiss computes ``|x|^2 + |y|^2 - 2<x, y>`` in float32 for batches of queries, so the query's distance
+  to itself need not come out as exactly 0 and a near-duplicate may rank ahead of it. Removing the query
+  by index rather than by rank makes that harmless.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+
+import faiss
+import numpy as np
+
+DEFAULT_CHUNK_SIZE = 4096
+# faiss's GPU k-selection handles at most this many neighbours per query.
+GPU_MAX_K = 2048
+
+
+def resolve_use_gpu(use_gpu: bool | None) -> bool:
+    """``None`` means "the GPU when faiss sees one"; ``True`` insists on it."""
+    has_gpu = faiss.get_num_gpus() > 0
+    if use_gpu and not has_gpu:
+        raise ValueError("use_gpu=True but faiss sees no GPU; pass use_gpu=None (auto) or use_gpu=False")
+    return has_gpu if use_gpu is None else use_gpu
+
+
+def flat_l2_index(gallery: np.ndarray, *, use_gpu: bool) -> faiss.Index:
+    """An exact L2 index holding ``gallery`` (float32, C-contiguous), on the GPU when asked."""
+    dim = gallery.shape[1]
+    if use_gpu:
+        resources = faiss.StandardGpuResources()
+        index = faiss.GpuIndexFlatL2(resources, dim)
+        # The Python wrapper of GpuIndexFlatL2 does not keep its resources alive; the index must.
+        index.referenced_objects = [resources]
+    else:
+        index = faiss.IndexFlatL2(dim)
+    index.add(gallery)
+    return index
+
+
+def drop_self(neighbours: np.ndarray, query_ids: np.ndarray) -> np.ndarray:
+    """Remove each query's own index from its row of ``k + 1`` neighbours, leaving ``k``.
+
+    A row without the query (more than ``k`` duplicates tied with it at distance 0, so it was cut) drops
+    its last, farthest neighbour instead, which keeps every row at ``k`` true non-self neighbours.
+    """
+    is_self = neighbours == query_ids[:, None]
+    is_self[~is_self.any(axis=1), -1] = True
+    return neighbours[~is_self].reshape(len(neighbours), neighbours.shape[1] - 1)
+
+
+def neighbour_chunks(
+    gallery: np.ndarray,
+    k: int,
+    *,
+    queries: np.ndarray | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    use_gpu: bool | None = None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield ``(start, neighbours)``: gallery indices of the ``k`` nearest neighbours of queries
+    ``start .. start + len(neighbours)``, nearest first.
+
+    With ``queries=None`` every gallery item is a query and its own index is excluded (leave-one-out);
+    otherwise the queries search the gallery and nothing is excluded. Only one chunk of results lives in
+    memory at a time: ``chunk_size * (k + 1) * 12`` bytes (indices and faiss's distances).
+    """
+    leave_one_out = queries is None
+    if leave_one_out:
+        queries = gallery
+    search_k = k + 1 if leave_one_out else k
+    if not 1 <= k <= len(gallery) - leave_one_out:
+        excluded = " (each query excluded)" if leave_one_out else ""
+        raise ValueError(
+            f"k={k} neighbours asked of a gallery of {len(gallery)} items{excluded}; "
+            f"ask for 1 <= k <= {len(gallery) - leave_one_out}"
+        )
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size} must be a positive number of queries")
+    on_gpu = resolve_use_gpu(use_gpu)
+    if on_gpu and search_k > GPU_MAX_K:
+        warnings.warn(
+            f"k={search_k} exceeds faiss's GPU limit of {GPU_MAX_K} neighbours; searching on the CPU instead",
+            stacklevel=2,
+        )
+        on_gpu = False
+    index = flat_l2_index(gallery, use_gpu=on_gpu)
+    for start in range(0, len(queries), chunk_size):
+        chunk = queries[start : start + chunk_size]
+        _, neighbours = index.search(chunk, search_k)
+        if leave_one_out:
+            neighbours = drop_self(neighbours, np.arange(start, start + len(chunk)))
+        yield start, neighbours
+
+
+def recall_hits(matches: np.ndarray, ks: Sequence[int]) -> np.ndarray:
+    """For each K, how many rows of ``matches`` (query x neighbour rank, True where the neighbour shares
+    the query's class) have a True among their first K columns."""
+    any_match = matches.any(axis=1)
+    first_match = np.where(any_match, matches.argmax(axis=1), matches.shape[1])
+    return np.array([np.count_nonzero(first_match < k) for k in ks], dtype=np.int64)

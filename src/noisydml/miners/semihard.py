@@ -1,0 +1,100 @@
+"""Random and fixed semi-hard mining of Le & Odobez 2019 (Eq. 28, 29): one negative per positive pair."""
+
+from __future__ import annotations
+
+import torch
+from pytorch_metric_learning.distances import BaseDistance
+from pytorch_metric_learning.miners import BaseMiner
+from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
+
+IndexTriplets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+class _OneToOneMiner(BaseMiner):
+    """The paper's 1-1 sampling scheme: for every ordered positive pair (a, p), a != p, one negative.
+
+    Subclasses say which negatives are candidates for a pair and how one of them is picked. A pair
+    with no candidate is dropped rather than given a negative outside the rule: the count of such
+    pairs in the last call is ``num_pairs_without_negative`` (also a PML recordable stat).
+    """
+
+    def __init__(self, distance: BaseDistance | None = None, **kwargs):
+        # None: PML's LpDistance(normalize_embeddings=True, p=2, power=1), Euclidean on the unit sphere.
+        super().__init__(distance=distance, **kwargs)
+        self.num_pairs_without_negative = 0
+        self.add_to_recordable_attributes(name="num_pairs_without_negative", is_stat=True)
+
+    def candidates(self, d_ap: torch.Tensor, d_an: torch.Tensor) -> torch.Tensor:
+        """Mask of the negatives allowed for each pair; ``d_ap`` is (P, 1), ``d_an`` is (P, N)."""
+        raise NotImplementedError
+
+    def pick(self, d_an: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        """Index of the chosen negative in each row; every row has at least one candidate."""
+        raise NotImplementedError
+
+    def mine(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        ref_emb: torch.Tensor,
+        ref_labels: torch.Tensor,
+    ) -> IndexTriplets:
+        dist = self.distance(embeddings, ref_emb)
+        if self.distance.is_inverted:
+            # A similarity: negated, it orders pairs like a distance and Eq. 28-29 apply unchanged.
+            dist = -dist
+        is_positive, is_negative = lmu.get_matches_and_diffs(labels, ref_labels)
+        anchors, positives = torch.where(is_positive)
+        d_ap = dist[anchors, positives].unsqueeze(1)
+        d_an = dist[anchors]
+        allowed = is_negative[anchors].bool() & self.candidates(d_ap, d_an)
+        has_negative = allowed.any(dim=1)
+        self.num_pairs_without_negative = int((~has_negative).sum())
+        negatives = self.pick(d_an[has_negative], allowed[has_negative])
+        return anchors[has_negative], positives[has_negative], negatives
+
+
+class RandomSemihardMiner(_OneToOneMiner):
+    """Random semi-hard mining (Le & Odobez 2019, Eq. 28).
+
+    For every ordered positive pair (a, p), one negative drawn uniformly at random among those with
+    ``d_ap - d_an + margin > 0``, i.e. among the negatives whose triplet has a non-zero hinge loss.
+    The draw uses torch's global generator, so ``torch.manual_seed`` (or Lightning's
+    ``seed_everything``) makes it reproducible.
+
+    A positive pair whose every negative already satisfies the margin is dropped: any triplet it
+    could form has zero loss, so keeping one would change only the averaging denominator of the
+    loss. There is no fallback to the hardest negative: that is a different miner (batch hard).
+    The number of dropped pairs of the last call is ``num_pairs_without_negative``.
+    """
+
+    def __init__(self, margin: float = 0.2, distance: BaseDistance | None = None, **kwargs):
+        super().__init__(distance=distance, **kwargs)
+        self.margin = margin
+        self.add_to_recordable_attributes(name="margin", is_stat=False)
+
+    def candidates(self, d_ap: torch.Tensor, d_an: torch.Tensor) -> torch.Tensor:
+        return d_ap - d_an + self.margin > 0
+
+    def pick(self, d_an: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return torch.multinomial(candidates.float(), num_samples=1).squeeze(1)
+
+
+class FixedSemihardMiner(_OneToOneMiner):
+    """Fixed semi-hard mining (Le & Odobez 2019, Eq. 29).
+
+    For every ordered positive pair (a, p), the negative closest to the anchor among those farther
+    than the positive (``d_an > d_ap``): the hardest negative whose triplet loss is below the margin.
+    Ties go to the lowest batch index.
+
+    A positive pair whose every negative is at least as close as the positive is dropped, as in the
+    paper's 1-1 scheme only semi-hard negatives are allowed; falling back to the hardest negative
+    would be a different miner (batch hard). The number of dropped pairs of the last call is
+    ``num_pairs_without_negative``.
+    """
+
+    def candidates(self, d_ap: torch.Tensor, d_an: torch.Tensor) -> torch.Tensor:
+        return d_an > d_ap
+
+    def pick(self, d_an: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return torch.where(candidates, d_an, torch.inf).argmin(dim=1)

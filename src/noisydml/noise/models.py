@@ -1,0 +1,207 @@
+"""Label-noise models: which training samples a run trains on, and under which labels.
+
+Each model is built by Hydra from ``conf/noise/<name>.yaml``. ``apply`` seeds its own generator from
+``seed``, so the noisy labels are a pure function of (labels, parameters, seed) and every method in a
+sweep trains on the same ones.
+
+Counts of the form ``round(x)`` (``exact`` flips, ``topline`` keeps) round half to even, as Python's
+``round`` and ``np.rint`` do, after snapping ``x`` to 9 decimals: in binary ``0.07 * 150`` is
+``10.500000000000002``, which would round to 11, while the tie 10.5 it stands for rounds to 10. Half to
+even rather than half up so that, over many classes landing on a tie, counts are not biased upwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+# eq=False: the fields are arrays, and a generated __eq__ would fail with "truth value is ambiguous".
+@dataclass(frozen=True, eq=False)
+class NoisyLabels:
+    """The training samples a run trains on, as positions into the training set, sorted."""
+
+    indices: np.ndarray
+    true: np.ndarray
+    observed: np.ndarray
+
+    def __post_init__(self) -> None:
+        if not len(self.indices) == len(self.true) == len(self.observed):
+            raise ValueError(
+                f"NoisyLabels needs one true and one observed label per index; got {len(self.indices)} "
+                f"indices, {len(self.true)} true and {len(self.observed)} observed labels"
+            )
+
+
+@dataclass(frozen=True)
+class NoNoise:
+    """The clean labels, unchanged. ``seed`` is accepted, and unused, so every noise config has it."""
+
+    seed: int = 0
+
+    def apply(self, labels: np.ndarray) -> NoisyLabels:
+        labels = _check_labels(labels)
+        return NoisyLabels(np.arange(len(labels)), labels.copy(), labels.copy())
+
+
+@dataclass(frozen=True)
+class UniformNoise:
+    """Each label flips independently with probability ``rate`` to one of the other classes, chosen
+    uniformly (Le & Odobez Eq. 6). The realized number of flips is binomial, not fixed."""
+
+    rate: float
+    seed: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _check_rate("noise.rate", self.rate))
+        _check_seed(self.seed)
+
+    def apply(self, labels: np.ndarray) -> NoisyLabels:
+        labels = _check_labels(labels)
+        classes = _flippable_classes(labels, type(self).__name__)
+        return _flip(labels, np.full(len(classes), self.rate), exact=False, seed=self.seed)
+
+
+@dataclass(frozen=True)
+class ExactNoise:
+    """In every class c exactly ``round(rate * n_c)`` samples, chosen at random, flip to one of the
+    other classes, chosen uniformly (BSPML, BDML). Rounding is half to even; see the module docstring.
+    """
+
+    rate: float
+    seed: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _check_rate("noise.rate", self.rate))
+        _check_seed(self.seed)
+
+    def apply(self, labels: np.ndarray) -> NoisyLabels:
+        labels = _check_labels(labels)
+        classes = _flippable_classes(labels, type(self).__name__)
+        return _flip(labels, np.full(len(classes), self.rate), exact=True, seed=self.seed)
+
+
+@dataclass(frozen=True)
+class ClassConditionalNoise:
+    """Per-class flip rates (BDML Table 3): ``rates[i]`` is the rate of the i-th class in sorted class
+    order. Flips go to one of the other classes, uniformly. With ``exact`` each class flips exactly
+    ``round(rates[i] * n_c)`` samples, as ``ExactNoise`` does; otherwise each sample flips independently,
+    as ``UniformNoise`` does.
+    """
+
+    rates: Sequence[float]
+    seed: int
+    exact: bool = False
+
+    def __post_init__(self) -> None:
+        rates = tuple(_check_rate(f"noise.rates[{i}]", rate) for i, rate in enumerate(self.rates))
+        object.__setattr__(self, "rates", rates)
+        _check_seed(self.seed)
+
+    def apply(self, labels: np.ndarray) -> NoisyLabels:
+        labels = _check_labels(labels)
+        classes = _flippable_classes(labels, type(self).__name__)
+        if len(self.rates) != len(classes):
+            raise ValueError(
+                f"noise.rates has {len(self.rates)} entries but the labels hold {len(classes)} classes; "
+                f"give one rate per class, in sorted class order"
+            )
+        return _flip(labels, np.asarray(self.rates), exact=self.exact, seed=self.seed)
+
+
+@dataclass(frozen=True)
+class ToplineNoise:
+    """No flips: keep a random ``1 - rate`` of the clean training set (Le & Odobez 6.1, the "1 - p clean
+    random data samples" a run at noise rate p is compared against).
+
+    The subset is stratified: every class c keeps ``max(1, round((1 - rate) * n_c))`` samples, chosen at
+    random, rounding half to even. Stratified because the noisy run it is compared with keeps every
+    class, with about ``(1 - rate) * n_c`` correctly labelled samples each; an unstratified draw would
+    drop whole small classes (common in SOP, 2-12 images a class) that the noisy run still has. The floor
+    is 1, not 2: a class of one sample still serves as a negative, and a floor of 2 would keep well over
+    ``1 - rate`` of a data set of small classes (at rate 0.6, every class of 2-4 images keeps 2), which
+    would flatter the topline. The sampler decides what to do with classes smaller than K.
+    """
+
+    rate: float
+    seed: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _check_rate("noise.rate", self.rate))
+        _check_seed(self.seed)
+
+    def apply(self, labels: np.ndarray) -> NoisyLabels:
+        labels = _check_labels(labels)
+        _, class_index = np.unique(labels, return_inverse=True)
+        counts = np.bincount(class_index)
+        keep_counts = np.maximum(1, _round_half_even((1.0 - self.rate) * counts))
+        rng = np.random.default_rng(self.seed)
+        indices = np.flatnonzero(_random_per_class(class_index, counts, keep_counts, rng))
+        return NoisyLabels(indices, labels[indices], labels[indices])
+
+
+def _flip(labels: np.ndarray, class_rates: np.ndarray, exact: bool, seed: int) -> NoisyLabels:
+    classes, class_index = np.unique(labels, return_inverse=True)
+    rng = np.random.default_rng(seed)
+    if exact:
+        counts = np.bincount(class_index, minlength=len(classes))
+        flip = _random_per_class(class_index, counts, _round_half_even(class_rates * counts), rng)
+    else:
+        flip = rng.random(len(labels)) < class_rates[class_index]
+    # A shift by 1..K-1 (mod K) reaches each of the other K-1 classes exactly once, so a uniform shift
+    # is a uniform choice among the other classes, with no loop and no rejection.
+    shift = rng.integers(1, len(classes), size=int(flip.sum()))
+    observed_index = class_index.copy()
+    observed_index[flip] = (class_index[flip] + shift) % len(classes)
+    return NoisyLabels(np.arange(len(labels)), labels.copy(), classes[observed_index])
+
+
+def _random_per_class(
+    class_index: np.ndarray, counts: np.ndarray, take: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """A mask choosing ``take[c]`` samples of every class c uniformly at random, without replacement."""
+    # Sorting by (class, random key) shuffles each class in place; a sample's rank inside its class is
+    # then its position minus where the class starts, and the first take[c] ranks are a uniform draw.
+    order = np.lexsort((rng.random(len(class_index)), class_index))
+    starts = np.cumsum(counts) - counts
+    rank = np.empty(len(class_index), dtype=np.int64)
+    rank[order] = np.arange(len(class_index)) - starts[class_index[order]]
+    return rank < take[class_index]
+
+
+def _round_half_even(x: np.ndarray) -> np.ndarray:
+    return np.rint(np.round(x, 9)).astype(np.int64)
+
+
+def _check_rate(key: str, value: float) -> float:
+    rate = float(value)
+    if not 0.0 <= rate < 1.0:  # also false for nan
+        raise ValueError(f"{key}={value} is outside [0, 1); give the fraction of labels to flip, below 1")
+    return rate
+
+
+def _check_seed(seed: int) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"noise.seed={seed!r} is not a non-negative int; set the run's top-level seed")
+
+
+def _check_labels(labels: np.ndarray) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or not (np.issubdtype(labels.dtype, np.integer) or labels.size == 0):
+        raise ValueError(
+            f"noise models take a 1-D array of integer class ids; got shape {labels.shape}, "
+            f"dtype {labels.dtype}"
+        )
+    return labels
+
+
+def _flippable_classes(labels: np.ndarray, model: str) -> np.ndarray:
+    classes = np.unique(labels)
+    if len(classes) < 2:
+        raise ValueError(
+            f"{model} flips labels to other classes, so it needs at least 2 classes; "
+            f"the labels hold {len(classes)}"
+        )
+    return classes

@@ -1,0 +1,67 @@
+"""What a run leaves in its directory: ``results.json`` and the table printed at the end."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from noisydml.atomic import write_json
+
+RESULTS_FILE = "results.json"
+PACKAGES = (
+    "noisydml",
+    "torch",
+    "torchvision",
+    "pytorch-lightning",
+    "pytorch-metric-learning",
+    "faiss-gpu",
+    "hydra-core",
+    "numpy",
+    "scikit-learn",
+    "wandb",
+)
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages that decide a run's numbers, Python's, and the git commit."""
+    found = {"python": platform.python_version()}
+    for package in PACKAGES:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    found["git_commit"] = _git_commit()
+    return found
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def write_results(run_dir: Path, **fields: Any) -> Path:
+    """Write ``results.json`` atomically; its presence with ``status: complete`` marks a finished run."""
+    path = Path(run_dir) / RESULTS_FILE
+    write_json(path, {"status": "complete", "versions": versions(), **fields})
+    return path
+
+
+def format_metrics(metrics: dict[str, float]) -> str:
+    """A two-line table of the metrics, in the order they were computed."""
+    names = [name.split("/", 1)[-1] for name in metrics]
+    widths = [max(len(n), 6) for n in names]
+    header = "  ".join(n.rjust(w) for n, w in zip(names, widths, strict=True))
+    values = "  ".join(
+        ("nan" if math.isnan(v) else f"{v:.4f}").rjust(w)
+        for v, w in zip(metrics.values(), widths, strict=True)
+    )
+    return f"{header}\n{values}"
