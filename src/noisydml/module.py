@@ -8,16 +8,29 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
+from noisydml.hooks import NO_HOOKS, TrainingHooks
 from noisydml.metrics import evaluate
+from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
 
 
 class EmbeddingModule(pl.LightningModule):
     """Trains any backbone with any pytorch-metric-learning style loss and miner.
 
-    ``miner(embeddings, labels) -> indices_tuple`` (or ``None`` to let the loss use every tuple) and
-    ``loss(embeddings, labels, indices_tuple) -> scalar``. A loss with learnable parameters (a margin's
-    beta, proxies) gets them trained in their own parameter group, at ``loss_lr`` when given.
+    ``miner(embeddings, labels) -> indices_tuple`` (or no miner: the loss uses every tuple) and
+    ``loss(embeddings, labels, indices_tuple) -> scalar``. A loss that carries more state implements
+    :class:`noisydml.hooks.TrainingHooks`. The loss's own parameters (a margin's beta, proxies) train in
+    their own parameter group, at ``loss_lr`` when given.
+
+    Under DDP the loss sees the global batch: embeddings are gathered from every rank (gradients flow
+    back to the rank that computed them), so mining and the loss match one process with the
+    concatenated batch. Evaluation gathers the test embeddings once and scores them on every rank
+    (the metrics are deterministic), logging from rank 0.
+
+    ``train_samples`` > 1 averages the loss over several forward passes of a stochastic backbone
+    (Monte Carlo samples of a Bayesian network's weights). ``ncm_accuracy`` and ``knn_accuracy_k``
+    add the papers' classification metrics, which embed the training split as reference.
     """
 
     def __init__(
@@ -28,23 +41,32 @@ class EmbeddingModule(pl.LightningModule):
         miner: nn.Module | None = None,
         scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
         loss_lr: float | None = None,
+        train_samples: int = 1,
         recall_ks: Sequence[int] = (1, 2, 4, 8),
         nmi: bool = True,
         nmi_plus_factor: int | None = None,
         map_at_r: bool = True,
+        ncm_accuracy: bool = False,
+        knn_accuracy_k: int | None = None,
         query_mask: np.ndarray | None = None,
         eval_seed: int = 0,
     ):
         super().__init__()
+        if train_samples < 1:
+            raise ValueError(f"module.train_samples={train_samples} must be >= 1")
         self.backbone = backbone
         self.loss = loss
         self.miner = miner
+        self.hooks: TrainingHooks = loss if isinstance(loss, TrainingHooks) else NO_HOOKS
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.loss_lr = loss_lr
+        self.train_samples = train_samples
         self.eval_options = dict(
             recall_ks=tuple(recall_ks), nmi=nmi, nmi_plus_factor=nmi_plus_factor, map_at_r=map_at_r
         )
+        self.ncm_accuracy = ncm_accuracy
+        self.knn_accuracy_k = knn_accuracy_k
         self.query_mask = query_mask
         self.eval_seed = eval_seed
         self.test_metrics: dict[str, float] = {}
@@ -53,30 +75,55 @@ class EmbeddingModule(pl.LightningModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.backbone(x)
 
+    def setup(self, stage: str) -> None:
+        # Before a checkpoint is restored, so per-sample state is sized when its values are loaded.
+        if stage == "fit":
+            self.hooks.setup(self.trainer.datamodule.training_set())
+
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
-        x, labels, _ = batch
-        embeddings = self.backbone(x)
-        tuples = self.miner(embeddings, labels) if self.miner is not None else None
-        loss = self.loss(embeddings, labels, tuples)
+        x, labels, indices = batch
+        labels, indices = self._gather(labels), self._gather(indices)
+        self.hooks.begin_batch(indices)
+        loss = sum(self._batch_loss(x, labels) for _ in range(self.train_samples)) / self.train_samples
+        regularizer = self.hooks.regularizer(self)
+        if regularizer is not None:
+            self.log("train/regularizer", regularizer, batch_size=len(labels))
+            loss = loss + regularizer
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"loss {type(self.loss).__name__} is {loss.item()} at epoch {self.current_epoch}, "
                 f"step {self.global_step}; stopping (lower optimizer.lr or check the data)"
             )
         self.log("train/loss", loss, prog_bar=True, batch_size=len(labels))
-        if tuples is not None:
-            self.log("train/tuples", float(len(tuples[0])), batch_size=len(labels))
         return loss
 
+    def _batch_loss(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        embeddings = self._gather(self.backbone(x), sync_grads=True)
+        tuples = self.miner(embeddings, labels) if self.miner is not None else None
+        if tuples is not None:
+            self.log("train/tuples", float(len(tuples[0])), batch_size=len(labels))
+        return self.loss(embeddings, labels, tuples)
+
+    def _gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
+        """The tensor concatenated over ranks in rank order (itself on one process)."""
+        if self.trainer.world_size == 1:
+            return tensor
+        return self.all_gather(tensor, sync_grads=sync_grads).flatten(0, 1)
+
+    def on_train_epoch_end(self) -> None:
+        logs = self.hooks.on_train_epoch_end(self)
+        if logs:
+            self.log_dict({f"train/{name}": value for name, value in logs.items()})
+
     def validation_step(self, batch, batch_idx: int) -> None:
-        self._embed(batch)
+        self._outputs.append(self._embed(batch))
 
     def test_step(self, batch, batch_idx: int) -> None:
-        self._embed(batch)
+        self._outputs.append(self._embed(batch))
 
-    def _embed(self, batch) -> None:
+    def _embed(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x, labels, indices = batch
-        self._outputs.append((self.backbone(x).detach(), labels, indices))
+        return self.backbone(x).detach(), labels, indices
 
     def on_validation_epoch_end(self) -> None:
         self._score("val")
@@ -85,18 +132,37 @@ class EmbeddingModule(pl.LightningModule):
         self.test_metrics = self._score("test")
 
     def _score(self, stage: str) -> dict[str, float]:
-        embeddings, labels, indices = (torch.cat(parts) for parts in zip(*self._outputs, strict=True))
+        embeddings, labels, _ = self._collect(self._outputs)
         self._outputs.clear()
-        order = torch.argsort(indices)
         metrics = evaluate(
-            embeddings[order],
-            labels[order].cpu().numpy(),
-            query_mask=self.query_mask,
-            seed=self.eval_seed,
-            **self.eval_options,
+            embeddings, labels, query_mask=self.query_mask, seed=self.eval_seed, **self.eval_options
         )
+        if self.ncm_accuracy or self.knn_accuracy_k:
+            metrics.update(self._classification(embeddings, labels))
         metrics = {f"{stage}/{name}": value for name, value in metrics.items()}
-        self.log_dict(metrics)
+        self.log_dict(metrics, rank_zero_only=True)
+        return metrics
+
+    def _collect(self, outputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All ranks' embeddings in data-set order, the distributed sampler's padding removed."""
+        embeddings, labels, indices = (self._gather(torch.cat(parts)) for parts in zip(*outputs, strict=True))
+        indices, first = np.unique(indices.cpu().numpy(), return_index=True)
+        return embeddings[first].float().cpu().numpy(), labels[first].cpu().numpy(), indices
+
+    def _classification(self, embeddings: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        loader: DataLoader = self.trainer.datamodule.reference_dataloader()
+        with torch.no_grad():
+            outputs = [
+                self._embed(self.transfer_batch_to_device(batch, self.device, 0)) for batch in loader
+            ]
+        reference, reference_labels, _ = self._collect(outputs)
+        metrics = {}
+        if self.ncm_accuracy:
+            metrics["ncm_accuracy"] = ncm_accuracy(embeddings, labels, reference, reference_labels)
+        if self.knn_accuracy_k:
+            metrics[f"knn_accuracy@{self.knn_accuracy_k}"] = knn_accuracy(
+                embeddings, labels, reference, reference_labels, k=self.knn_accuracy_k
+            )
         return metrics
 
     def configure_optimizers(self):

@@ -44,7 +44,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     for logger in loggers:
         logger.log_hyperparams(resolved)
-    trainer = instantiate(cfg.trainer, logger=loggers)
+    callbacks = [instantiate(callback) for callback in cfg.callbacks.values()]
+    trainer = instantiate(cfg.trainer, logger=loggers, callbacks=callbacks)
     try:
         trainer.fit(model, datamodule=datamodule)
         trainer.test(model, datamodule=datamodule, verbose=False)

@@ -39,6 +39,13 @@ class LabeledDataset(Dataset):
     def load(self, index: int) -> torch.Tensor:
         raise NotImplementedError
 
+    def eval_view(self) -> LabeledDataset:
+        """The same items with the test split's deterministic transform (no random crops or flips).
+
+        Metrics that classify test items against training embeddings embed the training split this way.
+        """
+        return self
+
     def verify(self) -> int:
         """Check every input can be read before training; return how many were dropped as unreadable.
 

@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
 
 from noisydml.atomic import atomic_write
 from noisydml.data.base import LabeledDataset, Splits
 from noisydml.data.sampler import PKSampler
+from noisydml.hooks import TrainingSet
 from noisydml.noise import NoisyLabels, summarize
 
 
@@ -22,10 +24,10 @@ class NoisyTrainSet(Dataset):
     stable across noise models and toplines, so per-sample state can be keyed by it.
     """
 
-    def __init__(self, base: LabeledDataset, noisy: NoisyLabels, observed_contiguous: np.ndarray):
+    def __init__(self, base: LabeledDataset, noisy: NoisyLabels, labels: np.ndarray):
         self.base = base
         self.noisy = noisy
-        self.labels = observed_contiguous
+        self.labels = labels
 
     def __len__(self) -> int:
         return len(self.noisy.indices)
@@ -111,6 +113,25 @@ class MetricDataModule(pl.LightningDataModule):
     def noise_summary(self) -> dict:
         return summarize(self.noisy)
 
+    def training_set(self) -> TrainingSet:
+        """What a method's hooks may know about the training data (see ``noisydml.hooks``)."""
+        return TrainingSet(
+            num_indices=len(self.splits.train),
+            indices=self.noisy.indices,
+            labels=self.train_set.labels,
+            flipped=self.noisy.observed != self.noisy.true,
+            num_classes=self.num_train_classes,
+            batches_per_epoch=len(self.sampler),
+        )
+
+    def reference_dataloader(self) -> DataLoader:
+        """The samples trained on, with the test transform and their observed class ids.
+
+        For metrics that classify test items against training embeddings (nearest class mean, k-NN).
+        """
+        reference = NoisyTrainSet(self.splits.train.eval_view(), self.noisy, self.noisy.observed)
+        return self._loader(reference)
+
     def train_dataloader(self) -> DataLoader:
         if self.trainer is not None and self.trainer.world_size != self.sampler.num_replicas:
             self.sampler = self._sampler()
@@ -129,9 +150,20 @@ class MetricDataModule(pl.LightningDataModule):
         return self._eval_loader()
 
     def _eval_loader(self) -> DataLoader:
+        return self._loader(self.splits.test)
+
+    def _loader(self, dataset: Dataset) -> DataLoader:
+        # Under DDP each rank embeds a share (padded to equal sizes); the module gathers the shares
+        # and drops the padding by index.
+        sampler = None
+        if self.trainer is not None and self.trainer.world_size > 1:
+            sampler = DistributedSampler(
+                dataset, self.trainer.world_size, self.trainer.global_rank, shuffle=False
+            )
         return DataLoader(
-            self.splits.test,
+            dataset,
             batch_size=self.eval_batch_size,
+            sampler=sampler,
             shuffle=False,
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,

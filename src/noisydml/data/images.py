@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -43,14 +44,24 @@ class ImageListDataset(LabeledDataset):
         labels: np.ndarray | Sequence[int],
         transform: Callable[[Image.Image], torch.Tensor],
         skip_unreadable: bool = False,
+        eval_transform: Callable[[Image.Image], torch.Tensor] | None = None,
     ):
         super().__init__(np.asarray(labels))
         if len(paths) != len(self.labels):
             raise ValueError(f"{len(paths)} image paths but {len(self.labels)} labels")
         self.paths = [str(path) for path in paths]
         self.transform = transform
+        self.eval_transform = eval_transform
         self.skip_unreadable = skip_unreadable
         self.skipped: list[str] = []
+
+    def eval_view(self) -> ImageListDataset:
+        """The same images through ``eval_transform`` (the test split's), when one was given."""
+        if self.eval_transform is None:
+            return self
+        view = copy.copy(self)
+        view.transform = self.eval_transform
+        return view
 
     def load(self, index: int) -> torch.Tensor:
         path = self.paths[index]
@@ -128,11 +139,10 @@ class ImageLayout:
 
     def images(self, relpaths: Sequence[str], labels: np.ndarray, train: bool) -> ImageListDataset:
         """The images at ``relpaths`` under the root, with the train or the test transform."""
-        transform = (
-            train_transform(self.image_size) if train else test_transform(self.image_size, self.resize)
-        )
+        evaluation = test_transform(self.image_size, self.resize)
+        transform = train_transform(self.image_size) if train else evaluation
         paths = [self.root / relpath for relpath in relpaths]
-        return ImageListDataset(paths, labels, transform, self.skip_unreadable)
+        return ImageListDataset(paths, labels, transform, self.skip_unreadable, eval_transform=evaluation)
 
     def zero_shot(self, relpaths: Sequence[str], labels: np.ndarray, train_classes: int) -> Splits:
         """Classes ``1..train_classes`` for training, the remaining classes for testing."""

@@ -1,0 +1,65 @@
+"""The one protocol between the LightningModule and a method that needs more than PML's loss call.
+
+A plain pytorch-metric-learning loss is called as ``loss(embeddings, labels, indices_tuple)`` and
+needs nothing else. A method that carries extra state (BSPML's per-sample weights, a Bayesian KL
+term, statistics it logs each epoch) subclasses :class:`TrainingHooks` beside its loss class and
+overrides only what it needs; every default does nothing. The module calls the hooks of its loss,
+never asks which method it runs.
+
+Learnable parameters of a loss (a margin's beta, proxies) need no hook: the module trains every
+parameter of the loss in its own group, at ``module.loss_lr`` when set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    import pytorch_lightning as pl
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """What a method may know about the training data before the first step.
+
+    Per-sample state is indexed by ``index`` (the data set's training-split index that every batch
+    carries), so it has ``num_indices`` slots; ``indices`` are the ones this run trains on (a topline
+    trains on a subset). ``flipped`` is for diagnostics only (e.g. how well BSPML's weights find the
+    noise); a method must not learn from it.
+    """
+
+    num_indices: int
+    indices: np.ndarray
+    labels: np.ndarray
+    flipped: np.ndarray
+    num_classes: int
+    batches_per_epoch: int
+
+
+class TrainingHooks:
+    """Optional behaviour of a loss beyond ``loss(embeddings, labels, indices_tuple)``."""
+
+    def setup(self, train_set: TrainingSet) -> None:
+        """Called once before training: size per-sample state, scale per-batch terms."""
+
+    def begin_batch(self, indices: torch.Tensor) -> None:
+        """Called before each training loss call with the batch's sample indices."""
+
+    def regularizer(self, module: pl.LightningModule) -> torch.Tensor | None:
+        """A term added to each step's loss (e.g. a KL divergence), or None."""
+        return None
+
+    def on_train_epoch_end(self, module: pl.LightningModule) -> dict[str, float]:
+        """Called after each training epoch (e.g. a weight update); returns values to log."""
+        return {}
+
+    def save(self, run_dir: Path) -> None:
+        """Write the method's state that belongs with the run's results (e.g. sample weights)."""
+
+
+NO_HOOKS = TrainingHooks()
