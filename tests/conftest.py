@@ -26,9 +26,9 @@ TINY = [
 
 @pytest.fixture
 def compose_config(tmp_path: Path) -> Callable[..., DictConfig]:
-    """Compose ``conf/config.yaml`` with overrides, as ``noisydml`` would, writing under tmp_path."""
+    """Compose ``conf/config.yaml`` with overrides, as ``noisydml`` would, writing to tmp_path/<run>."""
 
-    def _compose(*overrides: str, tiny: bool = True) -> DictConfig:
+    def _compose(*overrides: str, tiny: bool = True, run: str = "run") -> DictConfig:
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
             cfg = compose(
@@ -39,7 +39,7 @@ def compose_config(tmp_path: Path) -> Callable[..., DictConfig]:
         # The ${hydra:...} interpolations (W&B tags) resolve against this, as in a real run.
         HydraConfig.instance().set_config(cfg)
         with open_dict(cfg):
-            cfg.paths.output_dir = str(tmp_path / "run")
+            cfg.paths.output_dir = str(tmp_path / run)
             del cfg["hydra"]
         return cfg
 

@@ -50,13 +50,13 @@ def test_default_experiment_trains_and_writes_its_run_directory(compose_config):
 
 
 def test_one_seed_fixes_labels_sampler_and_weights(compose_config):
-    first = train(cfg := compose_config("seed=3"))
+    first = train(cfg := compose_config("seed=3", run="first"))
     labels_first = (Path(cfg.paths.output_dir) / "labels.csv").read_text()
-    second = train(cfg := compose_config("seed=3"))
+    second = train(cfg := compose_config("seed=3", run="second"))
     assert first == second
     assert (Path(cfg.paths.output_dir) / "labels.csv").read_text() == labels_first
 
-    train(cfg := compose_config("seed=4"))
+    train(cfg := compose_config("seed=4", run="other_seed"))
     assert (Path(cfg.paths.output_dir) / "labels.csv").read_text() != labels_first
 
 

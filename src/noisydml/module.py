@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader
 from noisydml.hooks import NO_HOOKS, TrainingHooks
 from noisydml.metrics import evaluate
 from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
+from noisydml.seeding import EPOCH, MINING, STEP, derived_seed
 
 
 class EmbeddingModule(pl.LightningModule):
@@ -27,6 +28,12 @@ class EmbeddingModule(pl.LightningModule):
     back to the rank that computed them), so mining and the loss match one process with the
     concatenated batch. Evaluation gathers the test embeddings once and scores them on every rank
     (the metrics are deterministic), logging from rank 0.
+
+    Randomness is a function of the run seed and the position in training: torch's generator is
+    reseeded at every epoch and step from (seed, epoch or step, rank), and miners draw from (seed, step,
+    pass) on every rank alike. A run resumed from a checkpoint therefore continues exactly as an
+    uninterrupted one, and DDP ranks mine the global batch identically. (Random augmentation inside
+    data-loader worker processes is the exception: workers restart their streams on resume.)
 
     ``train_samples`` > 1 averages the loss over several forward passes of a stochastic backbone
     (Monte Carlo samples of a Bayesian network's weights). ``ncm_accuracy`` and ``knn_accuracy_k``
@@ -46,10 +53,11 @@ class EmbeddingModule(pl.LightningModule):
         nmi: bool = True,
         nmi_plus_factor: int | None = None,
         map_at_r: bool = True,
+        map_full: bool = False,
         ncm_accuracy: bool = False,
         knn_accuracy_k: int | None = None,
         query_mask: np.ndarray | None = None,
-        eval_seed: int = 0,
+        seed: int = 0,
     ):
         super().__init__()
         if train_samples < 1:
@@ -63,12 +71,16 @@ class EmbeddingModule(pl.LightningModule):
         self.loss_lr = loss_lr
         self.train_samples = train_samples
         self.eval_options = dict(
-            recall_ks=tuple(recall_ks), nmi=nmi, nmi_plus_factor=nmi_plus_factor, map_at_r=map_at_r
+            recall_ks=tuple(recall_ks),
+            nmi=nmi,
+            nmi_plus_factor=nmi_plus_factor,
+            map_at_r=map_at_r,
+            map_full=map_full,
         )
         self.ncm_accuracy = ncm_accuracy
         self.knn_accuracy_k = knn_accuracy_k
         self.query_mask = query_mask
-        self.eval_seed = eval_seed
+        self.seed = seed
         self.test_metrics: dict[str, float] = {}
         self._outputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
@@ -80,11 +92,19 @@ class EmbeddingModule(pl.LightningModule):
         if stage == "fit":
             self.hooks.setup(self.trainer.datamodule.training_set())
 
+    def on_train_epoch_start(self) -> None:
+        # Before the data loader's iterator is created: its worker seeds come from this generator.
+        torch.manual_seed(derived_seed(self.seed, EPOCH, self.current_epoch, self.global_rank))
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        torch.manual_seed(derived_seed(self.seed, STEP, self.global_step, self.global_rank))
+
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         x, labels, indices = batch
         labels, indices = self._gather(labels), self._gather(indices)
         self.hooks.begin_batch(indices)
-        loss = sum(self._batch_loss(x, labels) for _ in range(self.train_samples)) / self.train_samples
+        losses = [self._batch_loss(x, labels, sample) for sample in range(self.train_samples)]
+        loss = sum(losses) / self.train_samples
         regularizer = self.hooks.regularizer(self)
         if regularizer is not None:
             self.log("train/regularizer", regularizer, batch_size=len(labels))
@@ -97,9 +117,14 @@ class EmbeddingModule(pl.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=len(labels))
         return loss
 
-    def _batch_loss(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def _batch_loss(self, x: torch.Tensor, labels: torch.Tensor, sample: int) -> torch.Tensor:
         embeddings = self._gather(self.backbone(x), sync_grads=True)
-        tuples = self.miner(embeddings, labels) if self.miner is not None else None
+        tuples = None
+        if self.miner is not None:
+            devices = [embeddings.device] if embeddings.is_cuda else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(derived_seed(self.seed, MINING, self.global_step, sample))
+                tuples = self.miner(embeddings, labels)
         if tuples is not None:
             self.log("train/tuples", float(len(tuples[0])), batch_size=len(labels))
         return self.loss(embeddings, labels, tuples)
@@ -134,9 +159,7 @@ class EmbeddingModule(pl.LightningModule):
     def _score(self, stage: str) -> dict[str, float]:
         embeddings, labels, _ = self._collect(self._outputs)
         self._outputs.clear()
-        metrics = evaluate(
-            embeddings, labels, query_mask=self.query_mask, seed=self.eval_seed, **self.eval_options
-        )
+        metrics = evaluate(embeddings, labels, query_mask=self.query_mask, seed=self.seed, **self.eval_options)
         if self.ncm_accuracy or self.knn_accuracy_k:
             metrics.update(self._classification(embeddings, labels))
         metrics = {f"{stage}/{name}": value for name, value in metrics.items()}
@@ -170,6 +193,14 @@ class EmbeddingModule(pl.LightningModule):
         loss_params = [p for p in self.loss.parameters() if p.requires_grad]
         if loss_params:
             groups.append({"params": loss_params, **({"lr": self.loss_lr} if self.loss_lr else {})})
+        if not groups[0]["params"] and not loss_params and self.trainer.max_epochs != 0:
+            # Otherwise the first backward fails with "element 0 of tensors does not require grad".
+            raise ValueError(
+                f"trainer.max_epochs={self.trainer.max_epochs} but the backbone "
+                f"{type(self.backbone).__name__} and the loss have no trainable parameters: set "
+                "trainer.max_epochs=0 to evaluate the backbone as it is (e.g. backbone=identity, "
+                "BDML's PCA baseline)"
+            )
         optimizer = self.optimizer_factory(groups)
         if self.scheduler_factory is None:
             return optimizer

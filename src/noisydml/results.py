@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import math
 import platform
 import subprocess
@@ -46,6 +47,34 @@ def _git_commit() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+# Keys that change how a run is watched or where files live, not what it computes.
+NOT_IDENTITY = ("resume", "logger", "paths", "trainer.enable_progress_bar", "callbacks")
+
+
+def completed_results(run_dir: Path) -> dict | None:
+    """The run directory's results if it holds a complete run, else None."""
+    path = Path(run_dir) / RESULTS_FILE
+    if not path.is_file():
+        return None
+    results = json.loads(path.read_text())
+    return results if results.get("status") == "complete" else None
+
+
+def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two resolved configs, ignoring ``NOT_IDENTITY``."""
+    differences = []
+    for key in sorted(set(old) | set(new)):
+        dotted = f"{prefix}{key}"
+        if dotted in NOT_IDENTITY:
+            continue
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            differences += config_differences(a, b, f"{dotted}.")
+        elif a != b:
+            differences.append(dotted)
+    return differences
 
 
 def write_results(run_dir: Path, **fields: Any) -> Path:

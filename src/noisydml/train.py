@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 import hydra
@@ -10,17 +11,25 @@ import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from noisydml.checkpointing import resume_checkpoint
 from noisydml.module import EmbeddingModule
-from noisydml.results import format_metrics, write_results
+from noisydml.results import completed_results, config_differences, format_metrics, write_results
 from noisydml.wandb_mode import choose_wandb_mode
 
 CONFIG_PATH = str(Path(__file__).resolve().parents[2] / "conf")
+
+# The P x K sampler resumes mid-epoch on its own (PKSampler.resume_at), which Lightning cannot see.
+warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before the epoch ended")
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run one experiment described by a composed config; return its test metrics."""
     started = time.perf_counter()
     run_dir = Path(cfg.paths.output_dir)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    if (done := completed_results(run_dir)) is not None:
+        return _already_done(run_dir, done, resolved)
+    checkpoint = resume_checkpoint(run_dir) if cfg.resume == "auto" else None
     choose_wandb_mode()
     pl.seed_everything(cfg.seed, workers=True)
 
@@ -37,17 +46,18 @@ def train(cfg: DictConfig) -> dict[str, float]:
         optimizer=instantiate(cfg.optimizer),
         scheduler=instantiate(cfg.scheduler),
         query_mask=datamodule.query_mask,
-        eval_seed=cfg.seed,
+        seed=cfg.seed,
         **cfg.module,
     )
     loggers = [instantiate(logger) for logger in cfg.logger.values()]
-    resolved = OmegaConf.to_container(cfg, resolve=True)
     for logger in loggers:
         logger.log_hyperparams(resolved)
     callbacks = [instantiate(callback) for callback in cfg.callbacks.values()]
     trainer = instantiate(cfg.trainer, logger=loggers, callbacks=callbacks)
     try:
-        trainer.fit(model, datamodule=datamodule)
+        if checkpoint is not None:
+            print(f"resuming from {checkpoint}")
+        trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
         trainer.test(model, datamodule=datamodule, verbose=False)
     finally:
         _finish_wandb()
@@ -66,6 +76,18 @@ def train(cfg: DictConfig) -> dict[str, float]:
         print(f"\n{format_metrics(model.test_metrics)}\n")
         print(f"run directory: {run_dir.resolve()}\nresults: {results}")
     return model.test_metrics
+
+
+def _already_done(run_dir: Path, done: dict, resolved: dict) -> dict[str, float]:
+    """A re-run sweep skips finished jobs; a finished job of another config is never overwritten."""
+    differences = config_differences(done["config"], resolved)
+    if differences:
+        raise FileExistsError(
+            f"{run_dir} already holds the results of a different config (differs in: "
+            f"{', '.join(differences[:8])}); choose another hydra.run.dir / hydra.sweep.dir"
+        )
+    print(f"{run_dir} is already complete; skipping (delete its results.json to run it again)")
+    return done["metrics"]
 
 
 def _finish_wandb() -> None:

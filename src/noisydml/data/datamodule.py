@@ -16,6 +16,10 @@ from noisydml.data.sampler import PKSampler
 from noisydml.hooks import TrainingSet
 from noisydml.noise import NoisyLabels, summarize
 
+# Second word of the seed of the draw that hides labels, so it is independent of the sampler's
+# (seed, epoch) streams.
+_UNLABELED_STREAM = 0x554E4C42
+
 
 class NoisyTrainSet(Dataset):
     """The training samples a run trains on, with their observed labels.
@@ -42,6 +46,12 @@ class MetricDataModule(pl.LightningDataModule):
 
     Observed training labels are remapped to ``0..C-1`` (proxy and classification losses index by
     label); ``labels.csv`` keeps the data set's own class ids. The test split is never touched by noise.
+
+    ``unlabeled_fraction`` > 0 hides the labels of that fraction of the training samples, after the noise
+    is drawn (so every method in a sweep shares the noisy labels of the samples it sees), stratified by
+    true class (round half to even per class) and seeded by ``seed``. Hidden samples leave the batches, the
+    hooks' ``indices`` and the classification metrics' reference set; semi-supervised losses get them as
+    ``TrainingSet.unlabeled``, and ``unlabeled.csv`` records them beside ``labels.csv``.
     """
 
     def __init__(
@@ -56,8 +66,14 @@ class MetricDataModule(pl.LightningDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         seed: int = 0,
+        unlabeled_fraction: float = 0.0,
     ):
         super().__init__()
+        if not 0.0 <= unlabeled_fraction < 1.0:
+            raise ValueError(
+                f"data.unlabeled_fraction={unlabeled_fraction} is outside [0, 1): it is the fraction of "
+                "training samples whose labels are hidden"
+            )
         self.dataset = dataset
         self.noise = noise
         self.P, self.K = P, K
@@ -67,8 +83,10 @@ class MetricDataModule(pl.LightningDataModule):
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self.seed = seed
+        self.unlabeled_fraction = unlabeled_fraction
         self.splits: Splits | None = None
         self.train_set: NoisyTrainSet | None = None
+        self.unlabeled_set: NoisyTrainSet | None = None
 
     def setup(self, stage: str | None = None) -> None:
         """Read the data set and draw the noisy labels; idempotent, and cheap after the first call."""
@@ -79,9 +97,25 @@ class MetricDataModule(pl.LightningDataModule):
         self.skipped_inputs = self.splits.train.verify() + self.splits.test.verify()
         noisy = self.noise.apply(self.splits.train.labels)
         _, contiguous = np.unique(noisy.observed, return_inverse=True)
-        self.train_set = NoisyTrainSet(self.splits.train, noisy, contiguous.astype(np.int64))
+        labels = contiguous.astype(np.int64)
+        if self.unlabeled_fraction > 0:
+            hidden = self._hidden(noisy.true)
+            unlabeled = np.full(hidden.sum(), -1, dtype=np.int64)
+            self.unlabeled_set = NoisyTrainSet(self.splits.train, _subset(noisy, hidden), unlabeled)
+            noisy, labels = _subset(noisy, ~hidden), labels[~hidden]
+        self.train_set = NoisyTrainSet(self.splits.train, noisy, labels)
         # Built here, not in train_dataloader, so a bad P/K fails before the Trainer starts.
         self.sampler = self._sampler()
+
+    def _hidden(self, true: np.ndarray) -> np.ndarray:
+        """Mask of the samples whose labels are hidden: round(fraction * n_c) of every true class c."""
+        rng = np.random.default_rng([self.seed, _UNLABELED_STREAM])
+        hidden = np.zeros(len(true), dtype=bool)
+        for c in np.unique(true):
+            members = np.flatnonzero(true == c)
+            count = int(np.rint(round(self.unlabeled_fraction * len(members), 9)))
+            hidden[rng.choice(members, size=count, replace=False)] = True
+        return hidden
 
     def _sampler(self) -> PKSampler:
         replicas, rank = 1, 0
@@ -111,7 +145,10 @@ class MetricDataModule(pl.LightningDataModule):
         return int(self.train_set.labels.max()) + 1
 
     def noise_summary(self) -> dict:
-        return summarize(self.noisy)
+        summary = summarize(self.noisy)
+        if self.unlabeled_set is not None:
+            summary["num_unlabeled"] = len(self.unlabeled_set)
+        return summary
 
     def training_set(self) -> TrainingSet:
         """What a method's hooks may know about the training data (see ``noisydml.hooks``)."""
@@ -121,7 +158,8 @@ class MetricDataModule(pl.LightningDataModule):
             labels=self.train_set.labels,
             flipped=self.noisy.observed != self.noisy.true,
             num_classes=self.num_train_classes,
-            batches_per_epoch=len(self.sampler),
+            batches_per_epoch=self.sampler.batches_per_epoch,
+            unlabeled=self.unlabeled_set,
         )
 
     def reference_dataloader(self) -> DataLoader:
@@ -135,6 +173,9 @@ class MetricDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         if self.trainer is not None and self.trainer.world_size != self.sampler.num_replicas:
             self.sampler = self._sampler()
+        if self.trainer is not None and self.trainer.fit_loop.restarting:
+            # Resumed from a mid-epoch checkpoint: continue with the batch after the last one trained on.
+            self.sampler.resume_at(self.trainer.fit_loop.epoch_loop.batch_progress.current.completed)
         return DataLoader(
             self.train_set,
             batch_sampler=self.sampler,
@@ -170,10 +211,21 @@ class MetricDataModule(pl.LightningDataModule):
         )
 
     def write_labels(self, path: Path) -> None:
-        """``labels.csv``: ``index,true,observed`` for every training sample the run trained on."""
-        noisy = self.noisy
-        with atomic_write(path) as f:
-            writer = csv.writer(f)
-            writer.writerow(["index", "true", "observed"])
-            rows = zip(noisy.indices.tolist(), noisy.true.tolist(), noisy.observed.tolist(), strict=True)
-            writer.writerows(rows)
+        """``labels.csv``: ``index,true,observed`` for every training sample the run trained on with its
+        label; with hidden labels, ``unlabeled.csv`` beside it lists the others (``observed`` is the label
+        that was hidden)."""
+        _write_labels(path, self.noisy)
+        if self.unlabeled_set is not None:
+            _write_labels(path.with_name("unlabeled.csv"), self.unlabeled_set.noisy)
+
+
+def _subset(noisy: NoisyLabels, mask: np.ndarray) -> NoisyLabels:
+    return NoisyLabels(noisy.indices[mask], noisy.true[mask], noisy.observed[mask])
+
+
+def _write_labels(path: Path, noisy: NoisyLabels) -> None:
+    with atomic_write(path) as f:
+        writer = csv.writer(f)
+        writer.writerow(["index", "true", "observed"])
+        rows = zip(noisy.indices.tolist(), noisy.true.tolist(), noisy.observed.tolist(), strict=True)
+        writer.writerows(rows)

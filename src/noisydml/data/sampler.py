@@ -80,21 +80,35 @@ class PKSampler(Sampler[list[int]]):
         self.num_replicas, self.rank = num_replicas, rank
         self.batches_per_epoch = batches_per_epoch or max(1, len(labels) // (P * K * num_replicas))
         self.epoch = 0
+        self.start_batch = 0
+
+    def resume_at(self, batch: int) -> None:
+        """Make the next pass start at batch ``batch`` of the current epoch (a run resumed mid-epoch)."""
+        self.start_batch = batch
 
     def set_epoch(self, epoch: int) -> None:
         """Called by Lightning at every epoch start so each epoch draws new batches."""
         self.epoch = epoch
 
+    @property
+    def sampler(self) -> PKSampler:
+        # Lightning calls set_epoch on `dataloader.batch_sampler.sampler`, not on the batch sampler.
+        return self
+
     def __len__(self) -> int:
+        # The full epoch even when resuming: Lightning counts the batches already trained on.
         return self.batches_per_epoch
 
     def __iter__(self) -> Iterator[list[int]]:
         rng = np.random.default_rng([self.seed, self.epoch])
         block = slice(self.rank * self.P, (self.rank + 1) * self.P)
-        for _ in range(self.batches_per_epoch):
+        start, self.start_batch = self.start_batch, 0
+        for b in range(self.batches_per_epoch):
             chosen = rng.choice(len(self.members), size=self.P * self.num_replicas, replace=False)
             batch = [self._draw(rng, self.members[c]) for c in chosen]
-            yield np.concatenate(batch[block]).tolist()
+            # Skipped batches are still drawn, so the ones after them are those of an uninterrupted run.
+            if b >= start:
+                yield np.concatenate(batch[block]).tolist()
 
     def _draw(self, rng: np.random.Generator, members: np.ndarray) -> np.ndarray:
         return rng.choice(members, size=self.K, replace=len(members) < self.K)

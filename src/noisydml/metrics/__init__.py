@@ -1,4 +1,4 @@
-"""Test-time metrics: Recall@K, NMI, NMI+ and MAP@R from one entry point, :func:`evaluate`.
+"""Test-time metrics: Recall@K, NMI, NMI+, MAP@R and full-ranking mAP from one entry point, :func:`evaluate`.
 
 Nothing here holds an N x N matrix: one exact kNN search, run in chunks of queries, feeds both Recall@K
 and MAP@R, and k-means keeps only its k centroids.
@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, cluster_nmi
+from noisydml.metrics.map import mean_average_precision
 from noisydml.metrics.map_at_r import average_precision_at_r, relevant_counts
 from noisydml.metrics.recall import DEFAULT_CHUNK_SIZE, neighbour_chunks, recall_hits
 
@@ -31,6 +32,7 @@ def evaluate(
     nmi: bool = True,
     nmi_plus_factor: int | None = None,
     map_at_r: bool = True,
+    map_full: bool = False,
     query_mask: torch.Tensor | np.ndarray | None = None,
     seed: int = 0,
     use_gpu: bool | None = None,
@@ -40,7 +42,7 @@ def evaluate(
     timings: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """Retrieval and clustering metrics of test embeddings, keyed ``"recall@K"``, ``"nmi"``, ``"nmi+"``,
-    ``"map@r"`` (each only when asked for).
+    ``"map@r"``, ``"map"`` (each only when asked for).
 
     By default every item is a query and searches all the others (CUB, Cars, SOP). With ``query_mask``
     (In-Shop), the items where it is True are queries and search only the items where it is False; NMI
@@ -48,11 +50,12 @@ def evaluate(
     Recall@K counts every query (one with no other item of its class is a miss); MAP@R averages over the
     queries that have at least one.
 
+    ``map_full`` asks for the mean average precision over the whole ranking (BDML's mAP, see ``map``).
     ``nmi_plus_factor`` asks for NMI+ with ``factor x classes`` clusters (capped at the number of items).
     ``seed``, ``kmeans_niter`` and ``kmeans_init`` drive k-means (see ``clustering`` for why the init
     matters); ``use_gpu=None`` uses a GPU when faiss sees one.
     ``chunk_size`` bounds how many queries are searched at once. ``timings``, when given, is filled with
-    the wall seconds of each part: ``"search"``, ``"nmi"``, ``"nmi+"``.
+    the wall seconds of each part: ``"search"``, ``"map"``, ``"nmi"``, ``"nmi+"``.
     """
     if isinstance(embeddings, torch.Tensor):
         # numpy has no bfloat16, which a mixed-precision model may hand over.
@@ -131,6 +134,13 @@ def evaluate(
         if map_at_r:
             results["map@r"] = float(ap_sum) / int(has_relevant.sum())
         timings["search"] = time.perf_counter() - started
+
+    if map_full:
+        started = time.perf_counter()
+        results["map"] = mean_average_precision(
+            gallery, gallery_labels, queries=queries, query_labels=query_labels, use_gpu=use_gpu
+        )
+        timings["map"] = time.perf_counter() - started
 
     n_classes = len(np.unique(labels))
     clusterings = {"nmi": n_classes} if nmi else {}

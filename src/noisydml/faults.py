@@ -1,0 +1,41 @@
+"""Fault injection for tests of preemption and crashes: a callback that signals its own process.
+
+Select it for one run, or one job of a sweep, like any callback:
+``+callbacks.kill={_target_:noisydml.faults.KillAt,step:1}`` dies hard (SIGKILL: no traceback, no
+``results.json``, nothing Python can clean up) right after the first optimizer step;
+``signal=SIGUSR1`` or ``SIGTERM`` stand in for SLURM's warning before a time limit or a preemption.
+"""
+
+from __future__ import annotations
+
+import os
+from signal import Signals
+
+import pytorch_lightning as pl
+
+
+class KillAt(pl.Callback):
+    """Send ``signal`` to this process once ``trainer.global_step`` reaches ``step``.
+
+    The check runs after each training batch, so the signal arrives with the weights of ``step``
+    optimizer steps. It fires once per process: a run resumed past ``step`` is left alone, and so is
+    a run that handles the signal (a preemption test) and goes on training. Under DDP every rank
+    signals itself.
+    """
+
+    def __init__(self, step: int, signal: str = "SIGKILL") -> None:
+        if step < 0:
+            raise ValueError(f"callbacks.*.step={step} is negative; give the global step to signal at (>= 0)")
+        try:
+            self.signal = Signals[signal]
+        except KeyError:
+            raise ValueError(
+                f"callbacks.*.signal={signal!r} is not a signal name; use one of SIGKILL, SIGTERM, SIGUSR1, ..."
+            ) from None
+        self.step = step
+        self._fired = False
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: object) -> None:
+        if not self._fired and trainer.global_step == self.step:
+            self._fired = True
+            os.kill(os.getpid(), self.signal)

@@ -1,0 +1,73 @@
+"""Mean average precision over the full ranking: BDML's face-retrieval metric (Table 4, MS-Celeb-1M).
+
+BDML reports "the mean of average precision (mAP)" of retrieval on the clean test set, following
+Wang & Tan (2018): every test item queries the others, which are ranked by distance, and
+
+    AP = (1 / R) * sum_{k : rel(k)} P(k)
+
+over the WHOLE ranking, R the number of relevant items (same class) and ``P(k)`` the precision of
+the first k neighbours. This is the textbook AP of a ranking (``sklearn.metrics.average_precision_score``
+with the negated distances as scores, when no two distances tie), not MAP@R, which stops at rank R.
+Queries with nothing relevant have no AP and are left out, as in MAP@R.
+
+The ranking comes from ``recall.neighbour_chunks`` asked for every candidate, so memory is one chunk of
+queries times the gallery size; the chunk is shrunk to keep that near ``MAX_CHUNK_ENTRIES``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from noisydml.metrics.recall import GPU_MAX_K, neighbour_chunks
+
+# Neighbour indices held at once (x 12 bytes with faiss's distances): about 200 MB.
+MAX_CHUNK_ENTRIES = 1 << 24
+
+
+def average_precision(matches: np.ndarray) -> np.ndarray:
+    """AP per row of ``matches`` (query x full ranking, True where the item shares the query's class);
+    rows with no True give NaN."""
+    rank = np.arange(1, matches.shape[1] + 1)
+    precision_at_hits = np.cumsum(matches, axis=1) / rank * matches
+    relevant = matches.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return precision_at_hits.sum(axis=1) / relevant
+
+
+def mean_average_precision(
+    gallery: np.ndarray,
+    gallery_labels: np.ndarray,
+    *,
+    queries: np.ndarray | None = None,
+    query_labels: np.ndarray | None = None,
+    use_gpu: bool | None = None,
+) -> float:
+    """mAP of ``queries`` ranking the whole ``gallery`` (float32, C-contiguous).
+
+    With ``queries=None`` every gallery item is a query against all the others (itself excluded).
+    """
+    leave_one_out = queries is None
+    if leave_one_out:
+        query_labels = gallery_labels
+    n_candidates = len(gallery) - leave_one_out
+    if n_candidates < 1:
+        raise ValueError(f"mAP needs at least one candidate per query; the gallery has {len(gallery)} items")
+    # faiss's GPU search cannot return a full ranking longer than GPU_MAX_K; the CPU one can.
+    if n_candidates + leave_one_out > GPU_MAX_K:
+        use_gpu = False
+    chunk_size = max(1, MAX_CHUNK_ENTRIES // (n_candidates + 1))
+    ap_sum, counted = 0.0, 0
+    for start, neighbours in neighbour_chunks(
+        gallery, n_candidates, queries=queries, chunk_size=chunk_size, use_gpu=use_gpu
+    ):
+        matches = gallery_labels[neighbours] == query_labels[start : start + len(neighbours), None]
+        ap = average_precision(matches)
+        has_relevant = ~np.isnan(ap)
+        ap_sum += float(ap[has_relevant].sum())
+        counted += int(has_relevant.sum())
+    if counted == 0:
+        raise ValueError(
+            "map_full=True but no query has another item of its class in the gallery; "
+            "pass map_full=False for this data"
+        )
+    return ap_sum / counted
