@@ -41,10 +41,13 @@ class ResumableCheckpoint(ModelCheckpoint):
     """
 
     def __init__(self, dirpath: str | Path, every_n_epochs: int | None = 1, every_n_train_steps: int | None = None):
+        # The latest checkpoint under one fixed name, replaced each time (no monitored metric).
         super().__init__(
             dirpath=dirpath,
-            save_top_k=0,
-            save_last=True,
+            filename=Path(LAST).stem,
+            save_top_k=1,
+            monitor=None,
+            enable_version_counter=False,
             every_n_epochs=None if every_n_train_steps else every_n_epochs,
             every_n_train_steps=every_n_train_steps,
             save_on_train_epoch_end=True,
