@@ -90,22 +90,26 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
-def test_cli_multirun_gives_each_job_its_own_directory(tmp_path):
+def test_cli_multirun_gives_each_job_its_own_directory_and_reruns_only_missing_jobs(tmp_path):
     sweep = tmp_path / "sweep"
-    out = run_cli(
-        "-m",
-        "noise.rate=0,0.4",
-        "trainer.max_epochs=1",
-        "data.batches_per_epoch=2",
-        "logger=csv",
-        f"hydra.sweep.dir={sweep}",
-        cwd=tmp_path,
-    )
+    args = ["-m", "noise.rate=0,0.4", "trainer.max_epochs=1", "data.batches_per_epoch=2", "logger=csv",
+            f"hydra.sweep.dir={sweep}"]
+    out = run_cli(*args, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    jobs = sorted(p.parent for p in sweep.glob("*/results.json"))
-    assert [p.name for p in jobs] == ["0", "1"]
-    rates = [read_results(j)["noise"]["realized_rate"] for j in jobs]
+    common = "data.batches_per_epoch=2,logger=csv"
+    jobs = {p.parent.name: read_results(p.parent) for p in sweep.glob("*/results.json")}
+    assert set(jobs) == {f"{common},noise.rate={rate},trainer.max_epochs=1" for rate in ("0", "0.4")}
+    rates = sorted(job["noise"]["realized_rate"] for job in jobs.values())
     assert rates[0] == 0.0 and rates[1] > 0.3
+
+    # A job that did not finish is re-run; the finished one is skipped, its results untouched.
+    done, unfinished = sorted(sweep.glob("*/results.json"))
+    kept = done.read_text()
+    unfinished.unlink()
+    out = run_cli(*args, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("is already complete; skipping") == 1
+    assert done.read_text() == kept and unfinished.is_file()
 
 
 def test_cli_prints_the_composed_config(tmp_path):
