@@ -24,6 +24,12 @@ run: install
 test: install
 	$(BIN)/pytest -q $(ARGS)
 
+## A sweep through hydra/launcher=slurm on a real single-node SLURM cluster, one job crashing on purpose.
+## Needs root: installs Debian's slurm, munge and MariaDB packages, starts and stops their daemons.
+.PHONY: test-slurm
+test-slurm: install
+	VENV=$(VENV) scripts/slurm/test_slurm.sh
+
 lint: install
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts

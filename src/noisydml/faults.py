@@ -2,8 +2,9 @@
 
 Select it for one run, or one job of a sweep, like any callback:
 ``+callbacks.kill={_target_:noisydml.faults.KillAt,step:1}`` dies hard (SIGKILL: no traceback, no
-``results.json``, nothing Python can clean up) right after the first optimizer step;
-``signal=SIGUSR1`` or ``SIGTERM`` stand in for SLURM's warning before a time limit or a preemption.
+``results.json``, nothing Python can clean up) right after the first optimizer step. ``signal=SIGTERM``
+stands in for a preemption or ``scancel``, ``SIGUSR2`` (submitit's) or ``SIGUSR1`` (Lightning's) for
+SLURM's warning before a time limit; ``SIGURG`` and ``SIGWINCH`` are ignored unless handled.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ class KillAt(pl.Callback):
 
     def __init__(self, step: int, signal: str = "SIGKILL") -> None:
         if step < 0:
-            raise ValueError(f"callbacks.*.step={step} is negative; give the global step to signal at (>= 0)")
+            raise ValueError(f"KillAt step={step} is negative; give the global step to signal at (>= 0)")
         try:
             self.signal = Signals[signal]
         except KeyError:
             raise ValueError(
-                f"callbacks.*.signal={signal!r} is not a signal name; use one of SIGKILL, SIGTERM, SIGUSR1, ..."
+                f"KillAt signal={signal!r} is not a signal name; use SIGKILL, SIGTERM, SIGUSR1, ..."
             ) from None
         self.step = step
         self._fired = False

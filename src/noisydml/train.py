@@ -10,6 +10,7 @@ import hydra
 import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.plugins.environments import SLURMEnvironment
 
 from noisydml.checkpointing import resume_checkpoint
 from noisydml.module import EmbeddingModule
@@ -17,6 +18,11 @@ from noisydml.results import completed_results, config_differences, format_metri
 from noisydml.wandb_mode import choose_wandb_mode
 
 CONFIG_PATH = str(Path(__file__).resolve().parents[2] / "conf")
+
+# The launcher config is resolved in the submitting process, which imports this module.
+OmegaConf.register_new_resolver(
+    "noisydml.gpus", lambda accelerator, devices: 0 if accelerator == "cpu" else devices, replace=True
+)
 
 # The P x K sampler resumes mid-epoch on its own (PKSampler.resume_at), which Lightning cannot see.
 warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before the epoch ended")
@@ -53,7 +59,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     for logger in loggers:
         logger.log_hyperparams(resolved)
     callbacks = [instantiate(callback) for callback in cfg.callbacks.values()]
-    trainer = instantiate(cfg.trainer, logger=loggers, callbacks=callbacks)
+    plugins = [instantiate(plugin) for plugin in cfg.trainer.get("plugins") or []]
+    if SLURMEnvironment.detect():
+        # submitit owns requeueing on SLURM; Lightning's own would write a second, mid-step checkpoint
+        # that trainer.test() then silently loads.
+        plugins.append(SLURMEnvironment(auto_requeue=False))
+    trainer = instantiate(cfg.trainer, logger=loggers, callbacks=callbacks, plugins=plugins)
     try:
         if checkpoint is not None:
             print(f"resuming from {checkpoint}")
@@ -63,6 +74,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         _finish_wandb()
 
     datamodule.write_labels(run_dir / "labels.csv")
+    model.hooks.save(run_dir)
     results = write_results(
         run_dir,
         metrics=model.test_metrics,
