@@ -1,0 +1,141 @@
+"""``noisydml-report``: tables, figures and the claims summary of sweeps, beside the published numbers;
+``noisydml-report --theory --p 0.2 --classes 100``: Le & Odobez's noise calculator.
+
+The report goes to ``<out>/<name>/``: ``report.md`` (claims, figures, tables), ``claims.md``,
+``cells.csv`` (every table cell, numbers as fractions), ``runs.csv`` (every run with its status) and
+``figures/*.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from noisydml.report import claims as claims_module
+from noisydml.report.calculator import DEFAULT_ETAS, theory_text
+from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect
+from noisydml.report.plots import draw_table
+from noisydml.report.published import load_published
+from noisydml.report.tables import Table, group_runs, markdown, pivot, slug, write_cells_csv, write_runs_csv
+
+LEGEND = (
+    "Cells: mean ± sample std over seeds (n = complete runs with the metric); recall, NMI, mAP and "
+    "accuracies in %. `paper X, Δ ±Y`: the published number (src/noisydml/report/published.csv) and our "
+    "mean minus it. `failed k/n`: run directories without a complete results.json (a crash, or a job "
+    "still running); `missing k/n`: jobs of the sweep's multirun.yaml that have no directory yet."
+)
+
+
+@dataclass
+class Report:
+    directory: Path
+    tables: list[Table]
+    verdicts: list[claims_module.Verdict]
+    figures: list[tuple[Path, str]]
+
+
+def write_report(
+    paths: Sequence[Path],
+    out: Path,
+    name: str | None = None,
+    etas: Sequence[float] = DEFAULT_ETAS,
+    metrics: Sequence[str] | None = None,
+) -> Report:
+    """Read the runs under ``paths`` and write the report to ``out/<name>``."""
+    runs = collect([Path(p) for p in paths])
+    if not runs:
+        raise ValueError(
+            f"no runs under {', '.join(map(str, paths))}: expected sweep directories (multirun.yaml) or run "
+            "directories (.hydra/ or results.json)"
+        )
+    groups = group_runs(runs)
+    directory = Path(out) / (name or _default_name(groups, paths))
+    figures_dir = directory / "figures"
+    directory.mkdir(parents=True, exist_ok=True)
+    published = load_published()
+    tables = [pivot(group) for group in groups]
+    verdicts = claims_module.evaluate(groups)
+    figures = [figure for table in tables for figure in draw_table(table, figures_dir, etas)]
+
+    claims_md = claims_module.markdown(verdicts)
+    (directory / "claims.md").write_text(claims_md)
+    write_cells_csv(tables, published, directory / "cells.csv")
+    write_runs_csv(tables, directory / "runs.csv")
+    counts = ", ".join(f"{sum(r.status == s for r in runs)} {s}" for s in (COMPLETE, FAILED, MISSING))
+    sources = "\n".join(f"- `{p}`" for p in paths)
+    figure_md = "\n\n".join(f"![{caption}](figures/{path.name})\n\n*{caption}*" for path, caption in figures)
+    text = (
+        f"# Report: {directory.name}\n\n{len(runs)} runs ({counts}) from:\n\n{sources}\n\n"
+        f"{claims_md.replace('# Claims', '## Claims', 1)}\n## Figures\n\n{figure_md or 'none'}\n\n"
+        f"# Tables\n\n{LEGEND}\n\n{markdown(tables, published, list(metrics) if metrics else None)}"
+    )
+    (directory / "report.md").write_text(text)
+    return Report(directory, tables, verdicts, figures)
+
+
+def _default_name(groups: list, paths: Sequence[Path]) -> str:
+    figures = {g.figure for g in groups}
+    if len(figures) == 1 and (figure := figures.pop()) not in ("default", "runs"):
+        return slug(figure)
+    return slug(Path(paths[0]).resolve().name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="noisydml-report",
+        description="Tables, figures and the claims summary of noisydml runs, beside the papers' numbers.",
+    )
+    parser.add_argument(
+        "paths", nargs="*", type=Path, help="sweep directories, run directories, or folders of them"
+    )
+    parser.add_argument("--name", help="report folder name (default: the experiment's report.figure or name)")
+    parser.add_argument(
+        "--out", type=Path, default=Path("outputs/reports"), help="parent folder of the report"
+    )
+    parser.add_argument(
+        "--eta",
+        type=float,
+        nargs="+",
+        default=list(DEFAULT_ETAS),
+        help="hard/easy sampling skews whose Eq. 27 bound is drawn on noise plots and printed by --theory",
+    )
+    parser.add_argument(
+        "--metrics", nargs="+", help="only these metrics in the Markdown tables (e.g. test/recall@1)"
+    )
+    parser.add_argument(
+        "--theory", action="store_true", help="print Le & Odobez's pair noise and triplet bound"
+    )
+    parser.add_argument("--p", type=float, help="with --theory: the sample label noise rate")
+    parser.add_argument("--classes", type=int, help="with --theory: the number of classes K")
+    args = parser.parse_args(argv)
+
+    if args.theory:
+        if args.p is None or args.classes is None:
+            parser.error(
+                "--theory needs --p (the sample noise rate) and --classes (K), "
+                "e.g. --theory --p 0.2 --classes 100"
+            )
+        try:
+            print(theory_text(args.p, args.classes, args.eta))
+        except ValueError as error:
+            parser.error(str(error))
+        if not args.paths:
+            return 0
+    if not args.paths:
+        parser.error("give sweep or run directories, e.g. noisydml-report outputs/sweeps/<name>/<time>")
+    try:
+        report = write_report(args.paths, args.out, args.name, args.eta, args.metrics)
+    except (ValueError, FileNotFoundError) as error:
+        parser.error(str(error))
+    for verdict in report.verdicts:
+        where = f" [{verdict.where}]" if verdict.where else ""
+        print(f"{verdict.status:>14}: {verdict.claim.id}{where}: {verdict.detail}")
+    print(f"\nreport: {report.directory / 'report.md'} ({len(report.figures)} figures)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

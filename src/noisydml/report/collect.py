@@ -1,0 +1,362 @@
+"""Read run directories into :class:`Run` records: finished, failed, or expected and never started.
+
+A path given to the report is one of:
+
+- a sweep directory (it holds ``multirun.yaml``): its jobs are every run directory below it, and the
+  jobs it should hold are the cartesian product Hydra's basic sweeper draws from the sweep's overrides
+  (``hydra.overrides.task``) and ``hydra.sweeper.params``; an expected job with no directory is
+  *missing*;
+- a run directory (it holds ``.hydra/`` or ``results.json``);
+- any other folder: searched for both.
+
+A run directory whose ``results.json`` says ``status: complete`` is *complete*; one without it is
+*failed* (or still running: the two look the same from outside). A job directory is matched to its
+expected job by its own ``.hydra/overrides.yaml``, compared value by value (``False`` = ``false``,
+``0.40`` = ``0.4``).
+
+``embeddings.npz`` (optional, in a run directory) holds the run's test embeddings for the figures that
+need them: ``embeddings`` (n x d floats), ``labels`` (n ints) and optionally ``paths`` (n strings, image
+files, absolute or relative to the run directory) for a retrieval grid.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from noisydml.results import RESULTS_FILE
+
+if TYPE_CHECKING:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+MULTIRUN_FILE = "multirun.yaml"
+# The project's config folder (as noisydml.train's CONFIG_PATH, without importing the trainer).
+CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
+EMBEDDINGS_FILE = "embeddings.npz"
+# Logged once per epoch during training; the report reads the last value (BSPML's Eq. 14 and its
+# noise diagnostic).
+EPOCH_METRICS = ("train/maw", "train/sdaw", "train/flipped_auc")
+COMPLETE, FAILED, MISSING = "complete", "failed", "missing"
+
+
+@dataclass
+class Run:
+    """One job of an experiment, whether it finished, failed or never started.
+
+    ``overrides`` maps each command-line key of the job (``noise.rate``, ``miner``, ``+x``) to its
+    parsed value. ``config`` is the resolved config of a complete run, the unresolved
+    ``.hydra/config.yaml`` of a failed one, and for a missing job the sweep's base config from
+    ``multirun.yaml`` (good for the name and the data set, not for the job's own choices).
+    """
+
+    path: Path | None
+    status: str
+    overrides: dict[str, Any]
+    config: dict = field(default_factory=dict)
+    choices: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    sweep: Path | None = None
+
+    @property
+    def seed(self) -> Any:
+        return self.overrides.get("seed", self.config.get("seed"))
+
+    @property
+    def has_config(self) -> bool:
+        """Whether ``config`` is the job's own (complete or failed), not the sweep's base config."""
+        return self.status != MISSING
+
+    def value(self, key: str) -> Any:
+        """The value of a dotted config key for this job: its override, else its config, else None.
+
+        ``noise.rate`` of a clean run (``noise=none``) is 0, so clean runs sit at p = 0 on noise axes.
+        """
+        if key in self.overrides:
+            return self.overrides[key]
+        if self.has_config:
+            found = lookup(self.config, key)
+            if found is not None:
+                return found
+            if key == "noise.rate":
+                return noise_rate(self.config)
+        return None
+
+    def choice(self, group: str) -> Any:
+        """The option of a config group (``loss``, ``miner``, ``noise``): Hydra's record, else the
+        override."""
+        if group in self.choices:
+            return self.choices[group]
+        return self.overrides.get(group)
+
+    @property
+    def topline(self) -> bool:
+        """Le & Odobez's topline: no flipped labels, a (1 - p) fraction of the clean training set."""
+        if self.has_config:
+            target = str(lookup(self.config, "noise._target_") or "")
+            if target:
+                return target.endswith("ToplineNoise")
+        return self.choice("noise") == "topline"
+
+
+def lookup(config: dict, key: str) -> Any:
+    """``config["a"]["b"]`` for ``key="a.b"``, or None where a part is absent."""
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def noise_rate(config: dict) -> Any:
+    """The sample label-noise rate of a config: ``noise.rate``; the per-class vector of class-conditional
+    noise (a tuple); 0 for clean labels; None when unknown."""
+    noise = config.get("noise") or {}
+    if "rate" in noise:
+        return noise["rate"]
+    if "rates" in noise:
+        return tuple(noise["rates"])
+    if str(noise.get("_target_", "")).endswith("NoNoise"):
+        return 0.0
+    return None
+
+
+def canonical(value: Any) -> str:
+    """A spelling of an override value that compares equal when the values are equal."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(float(value)) if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(canonical(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{canonical(v)}" for k, v in sorted(value.items())) + "}"
+    return str(value)
+
+
+def parse_overrides(lines: list[str]) -> dict[str, Any]:
+    """``["noise.rate=0.4", "miner=fixed_semihard"]`` -> ``{"noise.rate": 0.4, "miner": "fixed_semihard"}``,
+    parsed with Hydra's own override grammar."""
+    parsed = _parser().parse_overrides([str(line) for line in lines])
+    return {o.get_key_element(): o.value() for o in parsed}
+
+
+@functools.cache
+def _parser() -> OverridesParser:
+    # Building Hydra's grammar takes a while; a sweep has a job directory per override set.
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def expected_jobs(multirun: dict) -> list[dict[str, Any]] | None:
+    """The jobs a sweep launches, each as its overrides, as Hydra's basic sweeper draws them; None when
+    the sweep used another sweeper (whose jobs cannot be known in advance)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    hydra_node = multirun.get("hydra") or {}
+    sweeper = hydra_node.get("sweeper") or {}
+    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return None
+    params = sweeper.get("params") or {}
+    # The same order as BasicSweeper.sweep: the config's params first, the command line after them.
+    arguments = [f"{k}={v}" for k, v in params.items()] + list(
+        (hydra_node.get("overrides") or {}).get("task") or []
+    )
+    parsed = _parser().parse_overrides(arguments)
+    (batch,) = BasicSweeper.split_arguments(parsed, None)
+    return [parse_overrides(job) for job in batch]
+
+
+def signature(overrides: dict[str, Any], drop: tuple[str, ...] = ()) -> frozenset[tuple[str, str]]:
+    """The overrides as a hashable set of canonical ``(key, value)`` pairs, without the keys in ``drop``."""
+    return frozenset((k, canonical(v)) for k, v in overrides.items() if k not in drop)
+
+
+def collect(paths: list[Path]) -> list[Run]:
+    """Every run under ``paths``: complete, failed, and (for sweeps) missing jobs. A run reached twice
+    (a sweep and one of its jobs both given) is read once."""
+    runs: list[Run] = []
+    seen: set[Path] = set()
+    for path in paths:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist; give sweep directories or run directories")
+        sweeps, run_dirs = _discover(path)
+        for sweep in sweeps:
+            runs += _read_sweep(sweep, [d for d in run_dirs if _is_under(d, sweep)], seen)
+        for run_dir in run_dirs:
+            if run_dir.resolve() not in seen:
+                seen.add(run_dir.resolve())
+                runs.append(read_run(run_dir))
+    return runs
+
+
+def _discover(path: Path) -> tuple[list[Path], list[Path]]:
+    """Sweep directories and run directories at or below ``path``; a run directory's own subfolders
+    (checkpoints, csv, wandb) are not searched."""
+    sweeps, run_dirs = [], []
+    for root, dirs, files in os.walk(path):
+        here = Path(root)
+        if MULTIRUN_FILE in files:
+            sweeps.append(here)
+        if ".hydra" in dirs or RESULTS_FILE in files:
+            run_dirs.append(here)
+            dirs.clear()
+        else:
+            dirs.sort()
+    return sweeps, run_dirs
+
+
+def _is_under(path: Path, parent: Path) -> bool:
+    return path.resolve().is_relative_to(parent.resolve())
+
+
+def _read_sweep(sweep: Path, run_dirs: list[Path], seen: set[Path]) -> list[Run]:
+    multirun = _read_yaml(sweep / MULTIRUN_FILE)
+    runs = []
+    by_signature: dict[frozenset, Run] = {}
+    for run_dir in run_dirs:
+        if run_dir.resolve() in seen:
+            continue
+        seen.add(run_dir.resolve())
+        run = read_run(run_dir, sweep=sweep)
+        runs.append(run)
+        by_signature.setdefault(signature(run.overrides), run)
+    base = {k: v for k, v in multirun.items() if k != "hydra"}
+    base_choices = (((multirun.get("hydra") or {}).get("runtime") or {}).get("choices")) or {}
+    for job in _expected_or_warn(sweep, multirun):
+        if signature(job) not in by_signature:
+            config, choices = _never_run(base, base_choices, job)
+            runs.append(Run(None, MISSING, job, config, choices, sweep=sweep))
+    return runs
+
+
+def _expected_or_warn(sweep: Path, multirun: dict) -> list[dict[str, Any]]:
+    from hydra.errors import HydraException
+
+    try:
+        jobs = expected_jobs(multirun)
+    except HydraException as error:
+        warnings.warn(
+            f"{sweep / MULTIRUN_FILE}: cannot expand its overrides ({error}); jobs that never "
+            "started are not listed",
+            stacklevel=3,
+        )
+        return []
+    if jobs is None:
+        warnings.warn(
+            f"{sweep / MULTIRUN_FILE}: not Hydra's basic sweeper, so the jobs it would launch are "
+            "unknown; jobs that never started are not listed",
+            stacklevel=3,
+        )
+        return []
+    return jobs
+
+
+def _never_run(base: dict, base_choices: dict, job: dict[str, Any]) -> tuple[dict, dict[str, Any]]:
+    """What can be known of a job that never ran: the sweep's base config and group options, with the
+    job's own group overrides. A ``method`` override is read from ``conf/method/<option>.yaml`` (its
+    loss, miner and ``report.method``); without that file its loss and miner stay unknown."""
+    choices = {k: v for k, v in base_choices.items() if not k.startswith("hydra/")}
+    choices.update({k: v for k, v in job.items() if k in choices})
+    if "method" not in job or job["method"] == base_choices.get("method"):
+        return base, choices
+    choices.pop("loss", None)
+    choices.pop("miner", None)
+    groups, label = method_config(str(job["method"]))
+    choices.update(groups)
+    return {**base, "report": {**(base.get("report") or {}), "method": label}}, choices
+
+
+def method_config(option: str) -> tuple[dict[str, str], str | None]:
+    """The groups ``conf/method/<option>.yaml`` overrides (``- override /loss: triplet``) and its
+    ``report.method``, read from the project's conf/ folder; nothing when the file is not there."""
+    path = CONF_DIR / "method" / f"{option}.yaml"
+    if not path.is_file():
+        return {}, None
+    node = _read_yaml(path) or {}
+    groups = {}
+    for entry in node.get("defaults") or []:
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                group = str(key).removeprefix("override").strip().lstrip("/")
+                if group and "@" not in group and isinstance(value, str):
+                    groups[group] = value
+    return groups, lookup(node, "report.method")
+
+
+def read_run(run_dir: Path, sweep: Path | None = None) -> Run:
+    """One run directory: its status, overrides, config, Hydra's group choices and its metrics."""
+    run_dir = Path(run_dir)
+    hydra_dir = run_dir / ".hydra"
+    overrides_file = hydra_dir / "overrides.yaml"
+    overrides = parse_overrides(_read_yaml(overrides_file) or []) if overrides_file.is_file() else {}
+    hydra_file = hydra_dir / "hydra.yaml"
+    choices = {}
+    if hydra_file.is_file():
+        choices = dict(
+            (((_read_yaml(hydra_file) or {}).get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+        )
+    results = _read_results(run_dir)
+    if results is not None:
+        metrics = {k: float(v) for k, v in (results.get("metrics") or {}).items() if _is_number(v)}
+        metrics.update(last_logged(run_dir))
+        return Run(run_dir, COMPLETE, overrides, results.get("config") or {}, choices, metrics, sweep)
+    config_file = hydra_dir / "config.yaml"
+    config = (_read_yaml(config_file) or {}) if config_file.is_file() else {}
+    return Run(run_dir, FAILED, overrides, config, choices, {}, sweep)
+
+
+def _read_results(run_dir: Path) -> dict | None:
+    path = run_dir / RESULTS_FILE
+    if not path.is_file():
+        return None
+    try:
+        results = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        # results.json is written atomically, so a broken one was edited by hand: count the run failed.
+        return None
+    return results if results.get("status") == "complete" else None
+
+
+def last_logged(run_dir: Path, names: tuple[str, ...] = EPOCH_METRICS) -> dict[str, float]:
+    """The last value of each of ``names`` logged in ``csv/metrics.csv`` (rows hold blanks where a
+    step logged other metrics)."""
+    path = Path(run_dir) / "csv" / "metrics.csv"
+    if not path.is_file():
+        return {}
+    found: dict[str, float] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            for name in names:
+                if _is_number(row.get(name)):
+                    found[name] = float(row[name])
+    return found
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool) or value is None or value == "":
+        return False
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+# libyaml's loader where PyYAML was built with it: hydra.yaml is long and a sweep has many.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _read_yaml(path: Path) -> Any:
+    with path.open() as f:
+        return yaml.load(f, Loader=_LOADER)

@@ -1,0 +1,457 @@
+"""Runs grouped into tables: rows are methods, columns the key the sweep varies, cells mean +- std.
+
+Runs are grouped by ``report.figure`` (else ``name``) and data set. Within a group, the column key is the
+override that varies from run to run, preferring the axes the papers plot (``COLUMN_KEYS``); the rows
+are the remaining override combinations (seed dropped), labelled by ``report.method`` or, when an
+experiment does not set it, ``<loss> + <miner>`` from Hydra's choices; a topline run's row says
+``(topline)``. Std is the sample standard deviation over a cell's complete runs (ddof = 1, blank for
+one run).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from noisydml.report.collect import COMPLETE, FAILED, MISSING, Run, canonical, lookup, signature
+from noisydml.report.published import Published, find_published
+
+# The axes the papers plot against, in the order preferred when a sweep varies more than one.
+COLUMN_KEYS = ("noise.rate", "loss.match_weight", "backbone.embedding_size", "loss.age_max", "loss.mu")
+# Config groups that make a run a different method (its row), never a column.
+ROW_GROUPS = (
+    "method",
+    "loss",
+    "miner",
+    "noise",
+    "backbone",
+    "dataset",
+    "experiment",
+    "optimizer",
+    "scheduler",
+)
+# Shown x 100 with two decimals, as the papers print them.
+PERCENT_PREFIXES = ("test/recall@", "test/nmi", "test/map", "test/ncm_accuracy", "test/knn_accuracy")
+
+
+@dataclass
+class Group:
+    """Runs of one experiment (``report.figure``, else ``name``) on one data set."""
+
+    figure: str
+    dataset: str
+    runs: list[Run]
+
+    @property
+    def paper(self) -> str:
+        """The paper key of ``report.figure = <paper>/<what>``."""
+        return self.figure.split("/")[0]
+
+    @property
+    def title(self) -> str:
+        return f"{self.figure} [{self.dataset}]"
+
+    @property
+    def slug(self) -> str:
+        return slug(f"{self.figure}_{self.dataset}")
+
+
+@dataclass
+class Cell:
+    """The runs of one method at one column value, whatever their status."""
+
+    runs: list[Run] = field(default_factory=list)
+
+    def values(self, metric: str) -> list[float]:
+        return [r.metrics[metric] for r in self.runs if r.status == COMPLETE and metric in r.metrics]
+
+    def mean(self, metric: str) -> float:
+        values = self.values(metric)
+        return float(np.mean(values)) if values else math.nan
+
+    def std(self, metric: str) -> float:
+        values = self.values(metric)
+        return float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.runs)
+
+    def value_of(self, key: str) -> Any:
+        """A config value the cell's runs share, from a run that has its own config when there is one."""
+        own = [r for r in self.runs if r.has_config] or self.runs
+        return own[0].value(key)
+
+
+@dataclass
+class Row:
+    """One method: its runs by column value. ``signature`` is its overrides without the column and
+    seed; ``method`` the method's label, ``label`` the same with whatever tells rows of one method apart
+    (``(topline)``, an override)."""
+
+    label: str
+    runs: list[Run]
+    cells: dict[str, Cell]
+    signature: frozenset = frozenset()
+    method: str = ""
+
+    def _first(self) -> Run:
+        return next((r for r in self.runs if r.has_config), self.runs[0])
+
+    def choice(self, group: str) -> Any:
+        return self._first().choice(group)
+
+    @property
+    def topline(self) -> bool:
+        return self._first().topline
+
+    @property
+    def partner_key(self) -> frozenset:
+        """Equal for a noisy row and its topline: the overrides without the noise model and the column."""
+        return frozenset(item for item in self.signature if item[0] != "noise")
+
+
+@dataclass
+class Table:
+    group: Group
+    column_key: str
+    columns: list[Any]
+    rows: list[Row]
+
+    @property
+    def metrics(self) -> list[str]:
+        """The metrics the runs logged; Recall@1 when none finished, so the missing ones still show."""
+        found = {m for r in self.group.runs for m in r.metrics}
+        return sorted(found, key=metric_order) or ["test/recall@1"]
+
+    def partner(self, row: Row) -> Row | None:
+        """The topline row of a noisy row (same method, noise=topline), or None."""
+        return next(
+            (r for r in self.rows if r.topline and not row.topline and r.partner_key == row.partner_key), None
+        )
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.@+-]+", "_", text).strip("_")
+
+
+def metric_order(metric: str) -> tuple:
+    stage, _, name = metric.partition("/")
+    k = re.match(r"recall@(\d+)$", name)
+    rank = (0, int(k.group(1))) if k else (1, 0)
+    return (stage != "test", rank, name)
+
+
+def is_percent(metric: str) -> bool:
+    return metric.startswith(PERCENT_PREFIXES)
+
+
+def group_runs(runs: list[Run]) -> list[Group]:
+    """Runs grouped by experiment and data set, in the order first seen."""
+    groups: dict[tuple[str, str], Group] = {}
+    for run in runs:
+        key = (figure_of(run), dataset_of(run))
+        groups.setdefault(key, Group(*key, runs=[])).runs.append(run)
+    return list(groups.values())
+
+
+def figure_of(run: Run) -> str:
+    return str(lookup(run.config, "report.figure") or run.config.get("name") or "runs")
+
+
+def dataset_of(run: Run) -> str:
+    """``report.dataset`` (a label the published table uses, e.g. mnist_even_odd), else the data set."""
+    label = lookup(run.config, "report.dataset") if run.has_config else None
+    if label:
+        return str(label)
+    if "dataset" in run.overrides:
+        return str(run.overrides["dataset"])
+    return str(lookup(run.config, "dataset.name") or run.choice("dataset") or "unknown")
+
+
+def choose_column_key(runs: list[Run]) -> str:
+    """The override that varies across the runs, the papers' axes first; ``noise.rate`` when none does."""
+    keys = {k for r in runs for k in r.overrides}
+    varying = [
+        k
+        for k in keys
+        if k != "seed"
+        and k not in ROW_GROUPS
+        and not k.startswith(("hydra.", "report."))
+        and len({canonical(r.value(k)) for r in runs}) > 1
+    ]
+    ranked = sorted(
+        varying, key=lambda k: (COLUMN_KEYS.index(k) if k in COLUMN_KEYS else len(COLUMN_KEYS), k)
+    )
+    return ranked[0] if ranked else "noise.rate"
+
+
+def pivot(group: Group, column_key: str | None = None) -> Table:
+    """The group's runs as methods x values of ``column_key`` (chosen by ``choose_column_key`` if None)."""
+    column_key = column_key or choose_column_key(group.runs)
+    by_row: dict[frozenset, list[Run]] = defaultdict(list)
+    for run in group.runs:
+        by_row[signature(run.overrides, drop=(column_key, "seed"))].append(run)
+    rows = []
+    columns: dict[str, Any] = {}
+    for sig, runs in by_row.items():
+        cells: dict[str, Cell] = defaultdict(Cell)
+        for run in runs:
+            value = run.value(column_key)
+            columns.setdefault(canonical(value), value)
+            cells[canonical(value)].runs.append(run)
+        rows.append(Row(label="", runs=runs, cells=dict(cells), signature=sig))
+    _label_rows(rows)
+    rows.sort(key=lambda r: (r.method.casefold(), r.topline, r.label))
+    ordered = sorted(columns.values(), key=_column_order)
+    return Table(group, column_key, ordered, rows)
+
+
+def _column_order(value: Any) -> tuple:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, canonical(value))
+
+
+def _label_rows(rows: list[Row]) -> None:
+    for row in rows:
+        row.method = _method_label(row)
+        row.label = f"{row.method} (topline)" if row.topline else row.method
+    by_label: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_label[row.label].append(row)
+    for same in by_label.values():
+        if len(same) < 2:
+            continue
+        # Rows that share a method label differ in some override: name it.
+        keys = sorted({k for r in same for k, _ in r.signature})
+        differing = [k for k in keys if len({dict(r.signature).get(k) for r in same}) > 1]
+        for row in same:
+            values = dict(row.signature)
+            extra = ", ".join(f"{k}={values.get(k, 'default')}" for k in differing)
+            if extra:
+                row.label = f"{row.label} | {extra}"
+
+
+def _method_label(row: Row) -> str:
+    own = [r for r in row.runs if r.has_config]
+    method = next((lookup(r.config, "report.method") for r in own if lookup(r.config, "report.method")), None)
+    if method is None and not own:
+        # A job that never ran has the sweep's base config (with its method file's label when it
+        # overrides method=): wrong when it overrides the loss or miner alone.
+        run = row.runs[0]
+        if not any(g in run.overrides for g in ("loss", "miner")):
+            method = lookup(run.config, "report.method")
+    if method is None:
+        loss, miner = row.choice("loss"), row.choice("miner")
+        if loss is not None or miner is not None:
+            method = f"{loss or '?'} + {miner or '?'}"
+        else:
+            method = str(row.choice("method") or "default")
+    return str(method)
+
+
+def cell_published(
+    table: Table, row: Row, cell: Cell, metric: str, published: list[Published]
+) -> Published | None:
+    if row.topline:
+        return None
+    return find_published(
+        published,
+        paper=table.group.paper,
+        dataset=table.group.dataset,
+        method=row.method,
+        metric=metric,
+        value_of=cell.value_of,
+    )
+
+
+def format_number(value: float, metric: str) -> str:
+    if math.isnan(value):
+        return "-"
+    return f"{value * 100:.2f}" if is_percent(metric) else f"{value:.4f}"
+
+
+def format_cell(cell: Cell, metric: str, pub: Published | None) -> str:
+    """``mean ± std (n=…)``, the paper's number and our delta beside it, and what is missing or failed."""
+    total = len(cell.runs)
+    values = cell.values(metric)
+    parts = []
+    if values:
+        std = cell.std(metric)
+        spread = f" ± {format_number(std, metric)}" if not math.isnan(std) else ""
+        parts.append(f"{format_number(cell.mean(metric), metric)}{spread} (n={len(values)})")
+    if pub is not None:
+        text = f"paper {format_number(pub.value, metric)}"
+        if values:
+            delta = cell.mean(metric) - pub.value
+            text += f", Δ {'+' if delta >= 0 else '−'}{format_number(abs(delta), metric)}"
+        parts.append(text)
+    for status in (FAILED, MISSING):
+        if cell.count(status):
+            parts.append(f"{status} {cell.count(status)}/{total}")
+    complete_without = cell.count(COMPLETE) - len(values)
+    if complete_without:
+        parts.append(f"not logged {complete_without}/{total}")
+    return "; ".join(parts) or "-"
+
+
+def md_cell(text: str) -> str:
+    """Text for a Markdown table cell: a ``|`` inside would end the cell."""
+    return str(text).replace("|", "\\|")
+
+
+def column_label(table: Table, value: Any) -> str:
+    return f"{table.column_key}={value}"
+
+
+def markdown(tables: list[Table], published: list[Published], metrics: list[str] | None = None) -> str:
+    """Every table as Markdown: one section per group, one table per metric."""
+    out = []
+    for table in tables:
+        runs = table.group.runs
+        counts = ", ".join(f"{sum(r.status == s for r in runs)} {s}" for s in (COMPLETE, FAILED, MISSING))
+        out.append(f"## {table.group.title}\n\n{len(runs)} runs ({counts}); columns: `{table.column_key}`.\n")
+        for metric in [m for m in table.metrics if metrics is None or m in metrics]:
+            unit = " (%)" if is_percent(metric) else ""
+            out.append(f"### {metric}{unit}\n")
+            out.append(
+                "| method | " + " | ".join(md_cell(column_label(table, c)) for c in table.columns) + " |"
+            )
+            out.append("|---" * (len(table.columns) + 1) + "|")
+            for row in table.rows:
+                cells = []
+                for column in table.columns:
+                    cell = row.cells.get(canonical(column))
+                    cells.append(
+                        format_cell(cell, metric, cell_published(table, row, cell, metric, published))
+                        if cell
+                        else ""
+                    )
+                out.append("| " + " | ".join(md_cell(text) for text in [row.label, *cells]) + " |")
+            out.append("")
+    return "\n".join(out)
+
+
+CELL_FIELDS = (
+    "figure",
+    "dataset",
+    "metric",
+    "method",
+    "column_key",
+    "column_value",
+    "n",
+    "mean",
+    "std",
+    "runs",
+    "complete",
+    "failed",
+    "missing",
+    "published",
+    "published_std",
+    "delta",
+    "published_source",
+)
+
+
+def write_cells_csv(tables: list[Table], published: list[Published], path: Path) -> Path:
+    """One line per group x metric x method x column value, numbers as fractions, as the runs log them."""
+    with Path(path).open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CELL_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for table in tables:
+            for metric in table.metrics:
+                for row in table.rows:
+                    for column in table.columns:
+                        cell = row.cells.get(canonical(column))
+                        if cell is None:
+                            continue
+                        pub = cell_published(table, row, cell, metric, published)
+                        mean = cell.mean(metric)
+                        writer.writerow(
+                            {
+                                "figure": table.group.figure,
+                                "dataset": table.group.dataset,
+                                "metric": metric,
+                                "method": row.label,
+                                "column_key": table.column_key,
+                                "column_value": column,
+                                "n": len(cell.values(metric)),
+                                "mean": _csv_number(mean),
+                                "std": _csv_number(cell.std(metric)),
+                                "runs": len(cell.runs),
+                                "complete": cell.count(COMPLETE),
+                                "failed": cell.count(FAILED),
+                                "missing": cell.count(MISSING),
+                                "published": _csv_number(pub.value if pub else math.nan),
+                                "published_std": _csv_number(
+                                    pub.std if pub and pub.std is not None else math.nan
+                                ),
+                                "delta": _csv_number(mean - pub.value if pub else math.nan),
+                                "published_source": pub.citation if pub else "",
+                            }
+                        )
+    return Path(path)
+
+
+def _csv_number(value: float) -> str:
+    return "" if math.isnan(value) else repr(round(value, 10))
+
+
+def write_runs_csv(tables: list[Table], path: Path) -> Path:
+    """Every run: its status, directory and overrides, so a missing or failed job can be found and re-run."""
+    with Path(path).open("w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(["figure", "dataset", "method", "status", "seed", "path", "overrides"])
+        for table in tables:
+            for row in table.rows:
+                for run in row.runs:
+                    overrides = " ".join(f"{k}={v}" for k, v in run.overrides.items())
+                    writer.writerow(
+                        [
+                            table.group.figure,
+                            table.group.dataset,
+                            row.label,
+                            run.status,
+                            run.seed,
+                            run.path or "",
+                            overrides,
+                        ]
+                    )
+    return Path(path)
+
+
+def seed_means(cell: Cell, metric: str) -> dict[str, float]:
+    """The metric of each seed's complete runs (averaged if a seed ran twice), keyed by canonical seed."""
+    by_seed: dict[str, list[float]] = defaultdict(list)
+    for run in cell.runs:
+        if run.status == COMPLETE and metric in run.metrics:
+            by_seed[canonical(run.seed)].append(run.metrics[metric])
+    return {seed: float(np.mean(v)) for seed, v in by_seed.items()}
+
+
+def topline_ratio(row: Row, topline: Row, column: Any, metric: str) -> tuple[float, float, int]:
+    """``(mean, std, pairs)`` of noisy / topline at one column value (Le & Odobez Fig. 1d).
+
+    Seeds pair a noisy run with its topline (same seed, same kept-or-flipped draw); the ratio is taken
+    per seed and averaged. With no seed in common it is the ratio of the means (no std, 0 pairs); nan
+    when either side has no complete run.
+    """
+    noisy, top = row.cells.get(canonical(column)), topline.cells.get(canonical(column))
+    if noisy is None or top is None:
+        return math.nan, math.nan, 0
+    a, b = seed_means(noisy, metric), seed_means(top, metric)
+    shared = [s for s in a if s in b and b[s] != 0]
+    if shared:
+        ratios = [a[s] / b[s] for s in shared]
+        std = float(np.std(ratios, ddof=1)) if len(ratios) > 1 else math.nan
+        return float(np.mean(ratios)), std, len(ratios)
+    if a and b and np.mean(list(b.values())) != 0:
+        return float(np.mean(list(a.values())) / np.mean(list(b.values()))), math.nan, 0
+    return math.nan, math.nan, 0

@@ -1,0 +1,433 @@
+"""``noisydml-report`` on fabricated run directories whose numbers are known: the tables' cells against
+means and stds worked by hand, missing and failed jobs marked, figures written as real PNGs, the
+claims held and not held, the published numbers where the papers print them, and the calculator."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import struct
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+import yaml
+
+from noisydml.report import claims
+from noisydml.report.calculator import theory_text
+from noisydml.report.cli import main, write_report
+from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect, method_config
+from noisydml.report.published import load_published
+from noisydml.report.tables import group_runs, markdown, pivot
+
+TARGETS = {"uniform": "noisydml.noise.UniformNoise", "topline": "noisydml.noise.ToplineNoise"}
+
+
+def write_run(
+    run_dir: Path,
+    overrides: list[str],
+    *,
+    choices: dict,
+    config: dict,
+    metrics: dict | None,
+    logged: dict | None = None,
+) -> Path:
+    """A run directory as ``noisydml`` leaves it; ``metrics=None`` leaves out results.json (a crash)."""
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (run_dir / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    (run_dir / ".hydra" / "hydra.yaml").write_text(
+        yaml.safe_dump({"hydra": {"runtime": {"choices": choices}}})
+    )
+    if logged:
+        (run_dir / "csv").mkdir()
+        names = sorted(logged)
+        rows = ["epoch," + ",".join(names)]
+        # Epoch rows as Lightning writes them: each metric's cell blank on the rows of the others.
+        for epoch in range(len(next(iter(logged.values())))):
+            rows.append(f"{epoch}," + ",".join(str(logged[n][epoch]) for n in names))
+            rows.append(f"{epoch}," + ",".join("" for _ in names))
+        (run_dir / "csv" / "metrics.csv").write_text("\n".join(rows) + "\n")
+    if metrics is not None:
+        results = {"status": "complete", "metrics": metrics, "config": config, "seed": config["seed"]}
+        (run_dir / "results.json").write_text(json.dumps(results))
+    return run_dir
+
+
+def write_multirun(sweep: Path, task: list[str], base: dict) -> None:
+    sweep.mkdir(parents=True, exist_ok=True)
+    hydra = {
+        "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+        "overrides": {"task": task},
+        "runtime": {
+            "choices": {
+                "loss": "triplet",
+                "miner": "random_semihard",
+                "noise": "uniform",
+                "hydra/sweeper": "basic",
+            }
+        },
+    }
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": hydra, **base}))
+
+
+# Le & Odobez at p = 0 and 0.4, both miners, noisy and topline, seeds 0-2: Recall@1 per seed. Fixed
+# semi-hard at p = 0.4 (uniform): seed 1 crashed (None), seed 2 never started (no entry).
+LE_RECALL = {
+    ("random_semihard", "uniform", 0): [0.95, 0.95, 0.95],
+    ("random_semihard", "topline", 0): [0.95, 0.95, 0.95],
+    ("random_semihard", "uniform", 0.4): [0.80, 0.82, 0.90],
+    ("random_semihard", "topline", 0.4): [0.90, 0.90, 0.90],
+    ("fixed_semihard", "uniform", 0): [0.96, 0.96, 0.96],
+    ("fixed_semihard", "topline", 0): [0.96, 0.96, 0.96],
+    ("fixed_semihard", "uniform", 0.4): [0.70, None],
+    ("fixed_semihard", "topline", 0.4): [0.90, 0.90, 0.90],
+}
+LE_TASK = ["miner=random_semihard,fixed_semihard", "noise=uniform,topline", "noise.rate=0,0.4", "seed=0,1,2"]
+# The sweep's base config as multirun.yaml records it (the parts the report reads).
+LE_BASE = {
+    "name": "le_digits",
+    "report": {"figure": "le2019/digits"},
+    "seed": 0,
+    "dataset": {"name": "digits"},
+}
+
+
+def le_config(miner: str, noise: str, rate: float, seed: int) -> dict:
+    return {
+        "name": "le_digits",
+        "seed": seed,
+        "report": {"method": None, "figure": "le2019/digits"},
+        "dataset": {"name": "digits"},
+        "backbone": {"embedding_size": 64},
+        "noise": {"_target_": TARGETS[noise], "rate": rate, "seed": seed},
+    }
+
+
+@pytest.fixture
+def le_sweep(tmp_path: Path) -> Path:
+    sweep = tmp_path / "sweep"
+    write_multirun(sweep, LE_TASK, LE_BASE)
+    for (miner, noise, rate), values in LE_RECALL.items():
+        for seed, recall in enumerate(values):
+            overrides = [f"miner={miner}", f"noise={noise}", f"noise.rate={rate}", f"seed={seed}"]
+            metrics = None if recall is None else {"test/recall@1": recall, "test/nmi": 0.5 + seed / 10}
+            write_run(
+                sweep / ",".join(sorted(overrides)),
+                overrides,
+                choices={"loss": "triplet", "miner": miner, "noise": noise, "dataset": "digits"},
+                config=le_config(miner, noise, rate, seed),
+                metrics=metrics,
+            )
+    return sweep
+
+
+def test_collect_marks_complete_failed_and_missing_jobs(le_sweep: Path) -> None:
+    runs = collect([le_sweep])
+    statuses = [r.status for r in runs]
+    assert len(runs) == 24  # 2 miners x 2 noise models x 2 rates x 3 seeds, from multirun.yaml
+    assert statuses.count(COMPLETE) == 22 and statuses.count(FAILED) == 1 and statuses.count(MISSING) == 1
+    (missing,) = [r for r in runs if r.status == MISSING]
+    assert missing.overrides == {"miner": "fixed_semihard", "noise": "uniform", "noise.rate": 0.4, "seed": 2}
+
+
+def test_table_cells_are_mean_and_sample_std_over_seeds(le_sweep: Path) -> None:
+    (group,) = group_runs(collect([le_sweep]))
+    table = pivot(group)
+    assert table.column_key == "noise.rate"
+    assert [row.label for row in table.rows] == [
+        "triplet + fixed_semihard",
+        "triplet + fixed_semihard (topline)",
+        "triplet + random_semihard",
+        "triplet + random_semihard (topline)",
+    ]
+    random = table.rows[2].cells["0.4"]
+    # By hand: mean(0.80, 0.82, 0.90) = 0.84; deviations -0.04, -0.02, 0.06; sqrt(0.0056 / 2) = 0.052915.
+    assert random.mean("test/recall@1") == pytest.approx(0.84)
+    assert random.std("test/recall@1") == pytest.approx(0.0529150262)
+    text = markdown([table], published=[])
+    assert "| triplet + random_semihard | 95.00 ± 0.00 (n=3) | 84.00 ± 5.29 (n=3) |" in text
+    # Fixed semi-hard at p = 0.4: one run, one crash, one never started; none silently dropped.
+    assert "| 70.00 (n=1); failed 1/3; missing 1/3 |" in text
+
+
+def test_claims_held_and_not_held_on_fabricated_le_sweep(le_sweep: Path) -> None:
+    groups = group_runs(collect([le_sweep]))
+    verdicts = {v.claim.id: v for v in claims.evaluate(groups)}
+    # random: paired seeds 0.8/0.9, 0.82/0.9, 0.9/0.9 -> 0.9333; fixed: only seed 0 pairs, 0.7/0.9 -> 0.7778.
+    assert verdicts["le2019-ratio"].status == claims.HELD
+    assert "0.933" in verdicts["le2019-ratio"].detail and "0.778" in verdicts["le2019-ratio"].detail
+    assert verdicts["le2019-clean"].status == claims.HELD  # 96 > 95 at p = 0
+    assert verdicts["bdml-50"].status == claims.NOT_EVALUATED
+    assert "no runs of" in verdicts["bdml-50"].detail
+
+
+def test_ratio_claim_fails_and_reports_gaps(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    write_multirun(sweep, LE_TASK[:3] + ["seed=0"], LE_BASE)
+    # Random semi-hard loses more to noise than fixed here; fixed's topline at p = 0.4 never ran.
+    recall = {("random_semihard", 0.4): (0.6, 0.9), ("fixed_semihard", 0.4): (0.8, None)}
+    for miner in ("random_semihard", "fixed_semihard"):
+        for rate in (0, 0.4):
+            noisy, top = recall.get((miner, rate), (0.9, 0.9))
+            for noise, value in (("uniform", noisy), ("topline", top)):
+                if value is None:
+                    continue
+                overrides = [f"miner={miner}", f"noise={noise}", f"noise.rate={rate}", "seed=0"]
+                write_run(
+                    sweep / ",".join(overrides),
+                    overrides,
+                    choices={"loss": "triplet", "miner": miner, "noise": noise},
+                    config=le_config(miner, noise, rate, 0),
+                    metrics={"test/recall@1": value},
+                )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([sweep])))}["le2019-ratio"]
+    assert verdict.status == claims.NOT_EVALUATED
+    assert "fixed_semihard (topline) at noise.rate=0.4: missing 1/1" in verdict.detail
+    # Give fixed its topline: now random's ratio 0.667 is below fixed's 0.889.
+    overrides = ["miner=fixed_semihard", "noise=topline", "noise.rate=0.4", "seed=0"]
+    write_run(
+        sweep / "late",
+        overrides,
+        choices={"loss": "triplet", "miner": "fixed_semihard", "noise": "topline"},
+        config=le_config("fixed_semihard", "topline", 0.4, 0),
+        metrics={"test/recall@1": 0.9},
+    )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([sweep])))}["le2019-ratio"]
+    assert verdict.status == claims.NOT_HELD
+
+
+def bdml_runs(root: Path, recall: dict) -> list[Path]:
+    """Single runs (no sweep) of BDML's Table 1 methods: ``recall[(method, rate)]`` per seed."""
+    dirs = []
+    for (method, rate), values in recall.items():
+        for seed, value in enumerate(values):
+            bayesian = method == "BDML"
+            choices = {
+                "loss": "bayesian_triplet" if bayesian else "triplet",
+                "miner": "all",
+                "backbone": "bayesian_mlp" if bayesian else "mlp",
+            }
+            config = {
+                "name": "bdml_mnist",
+                "seed": seed,
+                "report": {"method": method, "figure": "bdml/table1_mnist"},
+                "dataset": {"name": "mnist"},
+                "noise": {"_target_": TARGETS["uniform"], "rate": rate},
+            }
+            overrides = [f"loss={choices['loss']}", f"backbone={choices['backbone']}", f"noise.rate={rate}"]
+            overrides.append(f"seed={seed}")
+            dirs.append(
+                write_run(
+                    root / f"{method}_{rate}_{seed}",
+                    overrides,
+                    choices=choices,
+                    config=config,
+                    metrics={"test/knn_accuracy@3": value},
+                )
+            )
+    return dirs
+
+
+def test_published_numbers_sit_beside_our_cells(tmp_path: Path) -> None:
+    bdml_runs(tmp_path, {("DML", 0.5): [0.70, 0.72], ("BDML", 0.5): [0.74, 0.76]})
+    (group,) = group_runs(collect([tmp_path]))
+    text = markdown([pivot(group)], load_published())
+    # BDML Table 1 (MNIST, 50% noise): DML 71.86, BDML 73.60.
+    assert "| DML | 71.00 ± 1.41 (n=2); paper 71.86, Δ −0.86 |" in text
+    assert "| BDML | 75.00 ± 1.41 (n=2); paper 73.60, Δ +1.40 |" in text
+
+
+@pytest.mark.parametrize(
+    ("bdml_at_50", "status"), [((0.74, 0.76), claims.HELD), ((0.60, 0.62), claims.NOT_HELD)]
+)
+def test_bdml_claims(tmp_path: Path, bdml_at_50: tuple, status: str) -> None:
+    recall = {("DML", 0): [0.98], ("BDML", 0): [0.985], ("DML", 0.5): [0.70, 0.72], ("BDML", 0.5): bdml_at_50}
+    bdml_runs(tmp_path, recall)
+    verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}
+    assert verdicts["bdml-50"].status == status
+    assert verdicts["bdml-gap"].status == status  # gap at p=0 is +0.5 points; at 0.5, +4.0 or -10.0
+
+
+@pytest.mark.parametrize(("adapted", "status"), [(0.93, claims.HELD), (0.89, claims.NOT_HELD)])
+def test_yu_lambda_claim(tmp_path: Path, adapted: float, status: str) -> None:
+    for weight, accuracy in ((0, 0.90), (0.5, adapted), (2, adapted - 0.01)):
+        overrides = [f"loss.match_weight={weight}", "seed=0"]
+        write_run(
+            tmp_path / f"w{weight}",
+            overrides,
+            choices={"loss": "adapted_triplet", "miner": "facenet_semihard"},
+            config={"name": "yu", "seed": 0, "dataset": {"name": "digits"}, "noise": {"rate": 0.0}},
+            metrics={"test/ncm_accuracy": accuracy, "test/recall@1": 0.5},
+        )
+    (group,) = group_runs(collect([tmp_path]))
+    assert pivot(group).column_key == "loss.match_weight"
+    verdict = {v.claim.id: v for v in claims.evaluate([group])}["yu2018-lambda"]
+    assert verdict.status == status
+    assert "test/ncm_accuracy" in verdict.detail
+
+
+def test_bspml_maw_is_read_from_the_last_logged_epoch(tmp_path: Path) -> None:
+    for age, maw in ((1, [1.0, 0.5, 0.3]), (5, [1.0, 0.8, 0.7])):
+        overrides = [f"loss.age_max={age}", "seed=0"]
+        write_run(
+            tmp_path / f"age{age}",
+            overrides,
+            choices={"loss": "bspml", "miner": "multi_similarity"},
+            config={"name": "bspml", "seed": 0, "dataset": {"name": "digits"}, "noise": {"rate": 0.2}},
+            metrics={"test/recall@1": 0.9},
+            logged={"train/maw": maw, "train/sdaw": [0.0, 0.1, 0.05]},
+        )
+    runs = collect([tmp_path])
+    assert sorted(r.metrics["train/maw"] for r in runs) == [0.3, 0.7]
+    verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(runs))}
+    assert verdicts["zhang2023-maw"].status == claims.HELD
+    assert verdicts["zhang2023-sdaw"].status == claims.NOT_EVALUATED  # loss.mu was not swept
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_report_writes_tables_figures_and_claims(le_sweep: Path, tmp_path: Path) -> None:
+    # One run leaves test embeddings and image paths: the embedding scatter and retrieval grid appear.
+    run_dir = next(
+        p for p in le_sweep.iterdir() if p.is_dir() and "miner=random_semihard,noise.rate=0.4" in p.name
+    )
+    rng = np.random.default_rng(0)
+    images = []
+    for i in range(12):
+        image = run_dir / "images" / f"{i}.png"
+        image.parent.mkdir(exist_ok=True)
+        matplotlib.image.imsave(image, rng.random((8, 8)), cmap="gray")
+        images.append(f"images/{i}.png")
+    np.savez(
+        run_dir / "embeddings.npz",
+        embeddings=rng.normal(size=(12, 5)),
+        labels=np.arange(12) % 3,
+        paths=np.array(images),
+    )
+
+    assert main([str(le_sweep), "--out", str(tmp_path / "reports"), "--name", "le"]) == 0
+    out = tmp_path / "reports" / "le"
+    report = (out / "report.md").read_text()
+    assert "missing 1/3" in report and "failed 1/3" in report
+    assert "le2019-ratio" in (out / "claims.md").read_text()
+    with (out / "cells.csv").open() as f:
+        cells = list(csv.DictReader(f))
+    (cell,) = [
+        c
+        for c in cells
+        if c["method"] == "triplet + random_semihard"
+        and c["column_value"] == "0.4"
+        and c["metric"] == "test/recall@1"
+    ]
+    assert float(cell["mean"]) == pytest.approx(0.84) and float(cell["std"]) == pytest.approx(0.0529150262)
+    assert (cell["n"], cell["runs"], cell["complete"]) == ("3", "3", "3")
+    with (out / "runs.csv").open() as f:
+        assert sorted(r["status"] for r in csv.DictReader(f)).count("missing") == 1
+
+    figures = sorted(p.name for p in (out / "figures").glob("*.png"))
+    assert "le2019_digits_digits__test_recall@1_vs_noise.rate.png" in figures
+    assert "le2019_digits_digits__ratio_test_recall@1_vs_noise.rate.png" in figures
+    assert "le2019_digits_digits__ratio_test_nmi_vs_noise.rate.png" in figures
+    assert any(name.endswith("__embeddings.png") for name in figures)
+    assert any(name.endswith("__retrieval.png") for name in figures)
+    for name in figures:
+        path = out / "figures" / name
+        width, height = png_size(path)
+        assert 300 <= width <= 2000 and 200 <= height <= 2000, (name, width, height)
+        assert path.stat().st_size > 10_000, name
+        assert f"figures/{name}" in report
+
+
+def test_report_without_runs_names_what_it_looked_for(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="multirun.yaml"):
+        write_report([tmp_path], tmp_path / "out")
+
+
+def test_published_csv_holds_the_papers_numbers() -> None:
+    rows = load_published()
+    counts = {
+        paper: sum(r.paper == paper for r in rows) for paper in ("yu2018", "bdml", "levi2021", "zhang2023")
+    }
+    assert counts == {"yu2018": 105, "bdml": 60, "levi2021": 210, "zhang2023": 333}
+    keys = [(r.paper, r.table, r.dataset, r.method, r.metric, str(r.noise), r.param) for r in rows]
+    assert len(keys) == len(set(keys)), "two published numbers for the same cell"
+
+    def value(**where: object) -> float:
+        (row,) = [r for r in rows if all(getattr(r, k) == v for k, v in where.items())]
+        return row.value
+
+    # Checked against the papers' text.
+    assert (
+        value(paper="yu2018", dataset="cub", metric="test/recall@1", param="loss.match_weight=0.01") == 0.4660
+    )
+    assert value(paper="bdml", table="Table 2", method="BDML", noise=0.5) == pytest.approx(0.6140)
+    assert value(paper="bdml", table="Table 4", method="DML", noise=0) == pytest.approx(0.9189)
+    assert value(
+        paper="zhang2023", table="Table 2", dataset="cub", method="BSPML", noise=0.3
+    ) == pytest.approx(0.4874)
+    assert value(
+        paper="levi2021",
+        table="Table 1",
+        dataset="mnist_even_odd",
+        method="EPS + Triplet",
+        metric="test/recall@1",
+    ) == pytest.approx(0.423)
+    assert all(0 < r.value <= 1 and (r.std is None or r.std < 0.05) for r in rows)
+
+
+def test_calculator_prints_values_worked_by_hand(capsys: pytest.CaptureFixture) -> None:
+    # p = 0.2, K = 2: Eq. 7 gives 2(0.2)(0.8)/1 + 0 = 0.32; Eq. 8 corrected 0.32 + 0.04 (1 - 1) = 0.32,
+    # as printed 0.32 + 0.04 (1 - 2) = 0.28. Eq. 27: eta 2 -> 1 - sqrt(1/2) = 0.292893, eta 4 ->
+    # 1 - sqrt(3/4) = 0.133975; Eq. 26 holds up to eta = 1 / (0.4 - 0.04) = 2.777778.
+    assert main(["--theory", "--p", "0.2", "--classes", "2", "--eta", "2", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "Eq. 7:            0.320000" in out
+    assert "Eq. 8 corrected:  0.320000" in out and "0.280000" in out
+    assert "eta = 2: p < 0.292893   (p = 0.2 is below the bound)" in out
+    assert "eta = 4: p < 0.133975   (p = 0.2 is at or above the bound)" in out
+    assert "2.777778" in out
+    # K = 3: Eq. 7 = 0.32/2 + 0.04 (1/4) = 0.17; Eq. 8 corrected = 0.32 + 0.04 (1 - 1/2) = 0.34.
+    text = theory_text(0.2, 3, ())
+    assert "0.170000" in text and "0.340000" in text
+    assert math.isinf(float(theory_text(0.0, 3, ()).rsplit("= ", 1)[1]))
+
+
+def test_calculator_without_p_names_the_missing_flag(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["--theory", "--classes", "100"])
+    assert "--theory needs --p" in capsys.readouterr().err
+
+
+def test_method_sweep_with_nested_job_dirs_labels_jobs_that_never_ran(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    task = ["method=le2019/triplet_random_semihard,le2019/triplet_fixed_semihard", "seed=0"]
+    write_multirun(sweep, task, {**LE_BASE, "report": {"method": "Triplet + random semi-hard"}})
+    overrides = ["method=le2019/triplet_random_semihard", "seed=0"]
+    # Hydra names the job folder by its overrides: the method's "/" nests it one level deeper.
+    write_run(
+        sweep / "method=le2019" / "triplet_random_semihard,seed=0",
+        overrides,
+        choices={"loss": "triplet", "miner": "random_semihard", "method": "le2019/triplet_random_semihard"},
+        config={
+            **le_config("random_semihard", "uniform", 0.2, 0),
+            "report": {"method": "Triplet + random semi-hard"},
+        },
+        metrics={"test/recall@1": 0.9},
+    )
+    runs = collect([sweep])
+    assert sorted(r.status for r in runs) == [COMPLETE, MISSING]
+    (group,) = group_runs(runs)
+    table = pivot(group)
+    groups, label = method_config("le2019/triplet_fixed_semihard")
+    (missing,) = [row for row in table.rows if row.runs[0].status == MISSING]
+    # What the method file says, read from conf/method/, not the sweep's base method.
+    assert missing.choice("miner") == groups["miner"] == "fixed_semihard"
+    assert missing.label == (label or "triplet + fixed_semihard")
+    assert "missing 1/1" in markdown([table], published=[])
