@@ -42,5 +42,12 @@ format: install
 sweep: install
 	$(BIN)/noisydml -m name=digits_sweep noise.rate=0,0.2,0.4 miner=random_semihard,fixed_semihard $(ARGS)
 
+## Every digits-scale reproduction (conf/experiment/digits/), then their reports under outputs/reports/.
+.PHONY: reproduce-digits
+reproduce-digits: install
+	@for f in conf/experiment/digits/*.yaml; do \
+		e=digits/$$(basename $$f .yaml); $(BIN)/python scripts/reproduce.py $$e; \
+	done
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
