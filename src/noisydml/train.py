@@ -73,6 +73,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     finally:
         _finish_wandb()
 
+    if not trainer.is_global_zero:
+        return model.test_metrics
     datamodule.write_labels(run_dir / "labels.csv")
     model.hooks.save(run_dir)
     results = write_results(
@@ -84,9 +86,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         seed=cfg.seed,
         wall_time_s=round(time.perf_counter() - started, 3),
     )
-    if trainer.is_global_zero:
-        print(f"\n{format_metrics(model.test_metrics)}\n")
-        print(f"run directory: {run_dir.resolve()}\nresults: {results}")
+    print(f"\n{format_metrics(model.test_metrics)}\n")
+    print(f"run directory: {run_dir.resolve()}\nresults: {results}")
     return model.test_metrics
 
 

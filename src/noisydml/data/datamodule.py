@@ -91,6 +91,7 @@ class MetricDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         """Read the data set and draw the noisy labels; idempotent, and cheap after the first call."""
         if self.train_set is not None:
+            self._match_trainer()
             return
         self.splits = self.dataset.splits()
         # Before the noise is drawn: dropping unreadable files changes the indices it is drawn over.
@@ -116,6 +117,18 @@ class MetricDataModule(pl.LightningDataModule):
             count = int(np.rint(round(self.unlabeled_fraction * len(members), 9)))
             hidden[rng.choice(members, size=count, replace=False)] = True
         return hidden
+
+    def _match_trainer(self) -> None:
+        """Rebuild the sampler for the Trainer's processes when it was built before the Trainer existed.
+
+        Under DDP, ``train`` sets the data up (one process) before the Trainer starts; the Trainer's own
+        ``setup`` call comes before the module's, whose hooks read the epoch length from the sampler.
+        """
+        if self.trainer is None:
+            return
+        processes = (self.trainer.world_size, self.trainer.global_rank)
+        if (self.sampler.num_replicas, self.sampler.rank) != processes:
+            self.sampler = self._sampler()
 
     def _sampler(self) -> PKSampler:
         replicas, rank = 1, 0
@@ -171,8 +184,7 @@ class MetricDataModule(pl.LightningDataModule):
         return self._loader(reference)
 
     def train_dataloader(self) -> DataLoader:
-        if self.trainer is not None and self.trainer.world_size != self.sampler.num_replicas:
-            self.sampler = self._sampler()
+        self._match_trainer()
         if self.trainer is not None and self.trainer.fit_loop.restarting:
             # Resumed from a mid-epoch checkpoint: continue with the batch after the last one trained on.
             self.sampler.resume_at(self.trainer.fit_loop.epoch_loop.batch_progress.current.completed)
