@@ -21,6 +21,7 @@ import torch
 
 if TYPE_CHECKING:
     import pytorch_lightning as pl
+    from torch.utils.data import Dataset
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,10 @@ class TrainingSet:
     carries), so it has ``num_indices`` slots; ``indices`` are the ones this run trains on (a topline
     trains on a subset). ``flipped`` is for diagnostics only (e.g. how well BSPML's weights find the
     noise); a method must not learn from it.
+
+    ``unlabeled`` holds the training samples whose labels the data module hid
+    (``data.unlabeled_fraction``, for semi-supervised methods), as items ``(input, -1, index)``; they are
+    not in ``indices`` and never in a batch. None when no labels are hidden.
     """
 
     num_indices: int
@@ -39,6 +44,7 @@ class TrainingSet:
     flipped: np.ndarray
     num_classes: int
     batches_per_epoch: int
+    unlabeled: Dataset | None = None
 
 
 class TrainingHooks:

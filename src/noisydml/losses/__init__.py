@@ -1,9 +1,30 @@
 """Losses: ``loss(embeddings, labels, indices_tuple) -> scalar``, PML's interface.
 
 Triplet and contrastive losses are PML's, targeted directly from ``conf/loss/``; only the marginal
-loss of Le & Odobez 2019 needed a class of its own (see ``MarginalLoss`` for why).
+loss of Le & Odobez 2019 needed a class of its own (see ``MarginalLoss`` for why). The adapted triplet
+loss of Yu et al. 2018 adds a distribution-matching term to PML's triplet loss. Wu et al.'s margin loss
+is PML's, sized per class by ``ClassBetaMarginLoss``; ``TrimmedLoss`` wraps any per-tuple loss.
+BSPML (Zhang et al. 2023) is ``BSPMLLoss``; of its baselines, RDML's rescaled hinge is not in PML
+(``RescaledHingeTripletLoss``) and PML's Proxy-Anchor needs its proxies sized from the data
+(``ProxyAnchorLoss``); the others are PML's, targeted directly.
 """
 
+from noisydml.losses.adapted_triplet import AdaptedTripletLoss
+from noisydml.losses.bayesian_triplet import BayesianTripletLoss
+from noisydml.losses.bspml import BSPMLLoss
+from noisydml.losses.margin import ClassBetaMarginLoss
 from noisydml.losses.marginal import MarginalLoss
+from noisydml.losses.proxy_anchor import ProxyAnchorLoss
+from noisydml.losses.rdml import RescaledHingeTripletLoss
+from noisydml.losses.trimmed import TrimmedLoss
 
-__all__ = ["MarginalLoss"]
+__all__ = [
+    "AdaptedTripletLoss",
+    "BayesianTripletLoss",
+    "BSPMLLoss",
+    "ClassBetaMarginLoss",
+    "MarginalLoss",
+    "ProxyAnchorLoss",
+    "RescaledHingeTripletLoss",
+    "TrimmedLoss",
+]
