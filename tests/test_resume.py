@@ -12,8 +12,11 @@ from noisydml.train import train
 
 # Two epochs of five batches; the fault lands in the middle of the second epoch.
 RUN = ["trainer.max_epochs=2", "data.batches_per_epoch=5", "trainer.check_val_every_n_epoch=1"]
-KILL = ["+callbacks.fault._target_=noisydml.faults.KillAt", "+callbacks.fault.step=7",
-        "+callbacks.fault.signal=SIGTERM"]
+KILL = [
+    "+callbacks.fault._target_=noisydml.faults.KillAt",
+    "+callbacks.fault.step=7",
+    "+callbacks.fault.signal=SIGTERM",
+]
 
 
 def test_a_run_stopped_by_sigterm_resumes_to_the_same_metrics(compose_config, tmp_path):

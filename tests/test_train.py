@@ -92,8 +92,14 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_cli_multirun_gives_each_job_its_own_directory_and_reruns_only_missing_jobs(tmp_path):
     sweep = tmp_path / "sweep"
-    args = ["-m", "noise.rate=0,0.4", "trainer.max_epochs=1", "data.batches_per_epoch=2", "logger=csv",
-            f"hydra.sweep.dir={sweep}"]
+    args = [
+        "-m",
+        "noise.rate=0,0.4",
+        "trainer.max_epochs=1",
+        "data.batches_per_epoch=2",
+        "logger=csv",
+        f"hydra.sweep.dir={sweep}",
+    ]
     out = run_cli(*args, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     common = "data.batches_per_epoch=2,logger=csv"

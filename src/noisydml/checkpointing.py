@@ -26,7 +26,9 @@ LAST = "last.ckpt"
 class AtomicCheckpointIO(TorchCheckpointIO):
     """torch.save to a temporary file renamed over the target; torch.load with weights_only=True."""
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None
+    ) -> None:
         with atomic_write(path, "wb") as f:
             torch.save(checkpoint, f)
 
@@ -40,7 +42,9 @@ class ResumableCheckpoint(ModelCheckpoint):
     Only the last checkpoint is kept: a run's results are its test metrics, not a model zoo.
     """
 
-    def __init__(self, dirpath: str | Path, every_n_epochs: int | None = 1, every_n_train_steps: int | None = None):
+    def __init__(
+        self, dirpath: str | Path, every_n_epochs: int | None = 1, every_n_train_steps: int | None = None
+    ):
         # The latest checkpoint under one fixed name, replaced each time (no monitored metric).
         super().__init__(
             dirpath=dirpath,
@@ -53,7 +57,9 @@ class ResumableCheckpoint(ModelCheckpoint):
             save_on_train_epoch_end=True,
         )
 
-    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
         # Lightning raises SIGTERMException after finishing the batch in progress, so the loops'
         # state is consistent here and the resumed run continues with the next batch.
         if isinstance(exception, SIGTERMException):

@@ -159,7 +159,9 @@ class EmbeddingModule(pl.LightningModule):
     def _score(self, stage: str) -> dict[str, float]:
         embeddings, labels, _ = self._collect(self._outputs)
         self._outputs.clear()
-        metrics = evaluate(embeddings, labels, query_mask=self.query_mask, seed=self.seed, **self.eval_options)
+        metrics = evaluate(
+            embeddings, labels, query_mask=self.query_mask, seed=self.seed, **self.eval_options
+        )
         if self.ncm_accuracy or self.knn_accuracy_k:
             metrics.update(self._classification(embeddings, labels))
         metrics = {f"{stage}/{name}": value for name, value in metrics.items()}
@@ -175,9 +177,7 @@ class EmbeddingModule(pl.LightningModule):
     def _classification(self, embeddings: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         loader: DataLoader = self.trainer.datamodule.reference_dataloader()
         with torch.no_grad():
-            outputs = [
-                self._embed(self.transfer_batch_to_device(batch, self.device, 0)) for batch in loader
-            ]
+            outputs = [self._embed(self.transfer_batch_to_device(batch, self.device, 0)) for batch in loader]
         reference, reference_labels, _ = self._collect(outputs)
         metrics = {}
         if self.ncm_accuracy:
