@@ -49,5 +49,15 @@ reproduce-digits: install
 		e=digits/$$(basename $$f .yaml); $(BIN)/python scripts/reproduce.py $$e; \
 	done
 
+## The performance benchmarks (scripts/bench/README.md): evaluation at SOP scale, mining + loss cost, data
+## loading. Full size takes an hour or more on 2 CPU cores; bench-quick runs each at a small scale.
+BENCHES := eval mining dataloading
+.PHONY: bench bench-quick
+bench: install
+	@for b in $(BENCHES); do $(BIN)/python scripts/bench/$$b.py || exit 1; done
+
+bench-quick: install
+	@for b in $(BENCHES); do $(BIN)/python scripts/bench/$$b.py --quick || exit 1; done
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import scipy.io
@@ -14,6 +14,9 @@ from PIL import Image
 
 from noisydml.data.base import DatasetLayoutError, LabeledDataset, Splits
 from noisydml.data.transforms import test_transform, train_transform
+
+if TYPE_CHECKING:
+    from noisydml.data.image_cache import DecodedImageCache
 
 # What PIL raises for a file it cannot identify, a truncated or broken header, or a missing file.
 PIL_ERRORS = (OSError, SyntaxError)
@@ -36,6 +39,9 @@ class ImageListDataset(LabeledDataset):
     Nothing is opened in the constructor: Stanford Online Products holds 120k images. Call
     ``verify()`` once before training (and before anything keyed on item indices, such as label
     noise) to find unreadable files up front instead of in the middle of an epoch.
+
+    With a ``cache`` (``dataset.cache_decoded``), items come from the decoded images it holds, through
+    its own tensor transforms; ``verify()`` builds it, once per data set (see ``image_cache``).
     """
 
     def __init__(
@@ -45,6 +51,7 @@ class ImageListDataset(LabeledDataset):
         transform: Callable[[Image.Image], torch.Tensor],
         skip_unreadable: bool = False,
         eval_transform: Callable[[Image.Image], torch.Tensor] | None = None,
+        cache: DecodedImageCache | None = None,
     ):
         super().__init__(np.asarray(labels))
         if len(paths) != len(self.labels):
@@ -54,6 +61,7 @@ class ImageListDataset(LabeledDataset):
         self.eval_transform = eval_transform
         self.skip_unreadable = skip_unreadable
         self.skipped: list[str] = []
+        self.cache = cache
 
     def eval_view(self) -> ImageListDataset:
         """The same images through ``eval_transform`` (the test split's), when one was given."""
@@ -61,9 +69,12 @@ class ImageListDataset(LabeledDataset):
             return self
         view = copy.copy(self)
         view.transform = self.eval_transform
+        view.cache = self.cache.eval_view() if self.cache is not None else None
         return view
 
     def load(self, index: int) -> torch.Tensor:
+        if self.cache is not None and self.cache.prepare(self.paths):
+            return self.cache.load(index)
         path = self.paths[index]
         try:
             with Image.open(path) as image:
@@ -91,6 +102,9 @@ class ImageListDataset(LabeledDataset):
         self.skipped += [path for path, ok in zip(self.paths, readable, strict=True) if not ok]
         self.paths = [path for path, ok in zip(self.paths, readable, strict=True) if ok]
         self.labels = self.labels[readable]
+        if self.cache is not None:
+            # Here, in the main process, rather than in every data-loader worker at its first item.
+            self.cache.prepare(self.paths)
         return int((~readable).sum())
 
 
@@ -111,12 +125,17 @@ class ImageLayout:
         resize: int = 256,
         skip_unreadable: bool = False,
         name: str = "",
+        cache_decoded: bool = False,
+        cache_dir: str | Path | None = None,
     ):
         self.root = Path(root)
         self.image_size = image_size
         self.resize = resize
         self.skip_unreadable = skip_unreadable
         self.name = name or type(self).__name__
+        # Decode and resize every image once, then crop the cached pixels (see ``image_cache``).
+        self.cache_decoded = cache_decoded
+        self.cache_dir = cache_dir
 
     def annotation(self, relpath: str) -> Path:
         """The path of a layout file, which must exist."""
@@ -142,7 +161,23 @@ class ImageLayout:
         evaluation = test_transform(self.image_size, self.resize)
         transform = train_transform(self.image_size) if train else evaluation
         paths = [self.root / relpath for relpath in relpaths]
-        return ImageListDataset(paths, labels, transform, self.skip_unreadable, eval_transform=evaluation)
+        cache = None
+        if self.cache_decoded:
+            from noisydml.data import image_cache
+
+            cached_evaluation = image_cache.cached_test_transform(self.image_size)
+            cache = image_cache.DecodedImageCache(
+                self.name,
+                self.root,
+                "train" if train else "test",
+                self.resize,
+                transform=image_cache.cached_train_transform(self.image_size) if train else cached_evaluation,
+                eval_transform=cached_evaluation,
+                cache_dir=self.cache_dir,
+            )
+        return ImageListDataset(
+            paths, labels, transform, self.skip_unreadable, eval_transform=evaluation, cache=cache
+        )
 
     def zero_shot(self, relpaths: Sequence[str], labels: np.ndarray, train_classes: int) -> Splits:
         """Classes ``1..train_classes`` for training, the remaining classes for testing."""

@@ -78,8 +78,10 @@ class ClassesSplitDataset(TorchvisionDataset):
     """A data set with a train set and a test set of the same classes.
 
     ``classes_split=same`` keeps them as they are. ``classes_split=disjoint`` makes the zero-shot
-    protocol of metric learning: the train-set images of the first half of the classes train, the
-    test-set images of the second half test.
+    protocol of metric learning: the train-set images of the first ``train_classes`` classes (default:
+    half) train, the test-set images of the other classes test. ``label_map`` optionally maps each
+    training class to the label the model learns (Levi et al. 2021's even/odd MNIST); the test split
+    keeps the true classes, which Levi et al. score by digit.
     """
 
     def __init__(
@@ -89,13 +91,22 @@ class ClassesSplitDataset(TorchvisionDataset):
         image_size: int | None = None,
         classes_split: str = "same",
         name: str = "",
+        train_classes: int | None = None,
+        label_map: list[int] | None = None,
     ):
         super().__init__(root, download, image_size, name)
         if classes_split not in CLASSES_SPLITS:
             raise ValueError(
                 f"dataset.classes_split={classes_split!r} must be one of {', '.join(CLASSES_SPLITS)}"
             )
+        if train_classes is not None and classes_split != "disjoint":
+            raise ValueError(
+                f"dataset.train_classes={train_classes} only applies with dataset.classes_split=disjoint "
+                f"(got {classes_split!r})"
+            )
         self.classes_split = classes_split
+        self.train_classes = train_classes
+        self.label_map = None if label_map is None else np.asarray(label_map, dtype=np.int64)
 
     def splits(self) -> Splits:
         train, test = self.open(train=True), self.open(train=False)
@@ -105,11 +116,25 @@ class ClassesSplitDataset(TorchvisionDataset):
             keep_test = np.ones(len(test_labels), dtype=bool)
         else:
             classes = np.unique(train_labels)
-            first_half = classes[: len(classes) // 2]
-            keep_train = np.isin(train_labels, first_half)
-            keep_test = ~np.isin(test_labels, first_half)
+            num_train = len(classes) // 2 if self.train_classes is None else self.train_classes
+            if not 0 < num_train < len(classes):
+                raise ValueError(
+                    f"dataset.train_classes={num_train} must leave classes on both sides: "
+                    f"use 1 to {len(classes) - 1} for {self.name}'s {len(classes)} classes"
+                )
+            first_part = classes[:num_train]
+            keep_train = np.isin(train_labels, first_part)
+            keep_test = ~np.isin(test_labels, first_part)
+        observed = train_labels[keep_train]
+        if self.label_map is not None:
+            if len(self.label_map) <= observed.max():
+                raise ValueError(
+                    f"dataset.label_map has {len(self.label_map)} entries; {self.name} needs one per "
+                    f"class, {observed.max() + 1}"
+                )
+            observed = self.label_map[observed]
         return Splits(
-            train=VisionSubset(train, np.flatnonzero(keep_train), train_labels[keep_train]),
+            train=VisionSubset(train, np.flatnonzero(keep_train), observed),
             test=VisionSubset(test, np.flatnonzero(keep_test), test_labels[keep_test]),
         )
 
@@ -125,8 +150,10 @@ class MNIST(ClassesSplitDataset):
         image_size: int | None = None,
         classes_split: str = "same",
         name: str = "mnist",
+        train_classes: int | None = None,
+        label_map: list[int] | None = None,
     ):
-        super().__init__(root, download, image_size, classes_split, name)
+        super().__init__(root, download, image_size, classes_split, name, train_classes, label_map)
 
     def expected_files(self) -> list[str]:
         folder = self.vision_class.__name__

@@ -1,9 +1,11 @@
 """Miners: ``miner(embeddings, labels) -> (anchors, positives, negatives)``, PML's interface.
 
-Batch-hard mining is PML's ``BatchHardMiner``, targeted directly from ``conf/miner/batch_hard.yaml``.
+Batch-hard, distance-weighted and multi-similarity mining are PML's, targeted directly from
+``conf/miner/``.
 """
 
 from noisydml.miners.all_triplets import AllTripletsMiner
+from noisydml.miners.easy_positive import EasyPositiveMiner
 from noisydml.miners.semihard import FixedSemihardMiner, RandomSemihardMiner
 
-__all__ = ["AllTripletsMiner", "FixedSemihardMiner", "RandomSemihardMiner"]
+__all__ = ["AllTripletsMiner", "EasyPositiveMiner", "FixedSemihardMiner", "RandomSemihardMiner"]
