@@ -291,8 +291,8 @@ def read_epoch_logs(run_dir: Path) -> list[dict[str, float]]:
 
 
 def test_digits_flipped_samples_end_with_lower_weights(compose_config):
-    # 30% of every class flipped. The schedule is shorter than the default's (age 4 -> 5 over five
-    # epochs): the age starts at its maximum, and three short epochs replace ten.
+    # 30% of every class flipped. A shorter schedule than the default's (age 4 -> 5 over five epochs,
+    # 20 epochs of 20 batches): the age starts at its maximum, and three epochs of 8 batches.
     cfg = compose_config(
         "loss=bspml",
         "miner=multi_similarity",
@@ -308,8 +308,8 @@ def test_digits_flipped_samples_end_with_lower_weights(compose_config):
     logs = read_epoch_logs(run_dir)
     assert [log["train/age"] for log in logs] == [5.0, 5.0, 5.0]
     last = logs[-1]
-    assert last["train/weight_flipped"] < last["train/weight_clean"] - 0.02
-    assert last["train/flipped_auc"] > 0.6
+    assert last["train/weight_flipped"] < last["train/weight_clean"] - 0.01
+    assert last["train/flipped_auc"] > 0.65
     assert 0.5 < last["train/maw"] <= 1.0 and last["train/sdaw"] < 0.05
 
     with open(run_dir / "sample_weights.csv") as f:
