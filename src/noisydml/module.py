@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 from noisydml.hooks import NO_HOOKS, TrainingHooks
 from noisydml.metrics import evaluate
 from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
-from noisydml.seeding import EPOCH, MINING, STEP, derived_seed
+from noisydml.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 
 
 class EmbeddingModule(pl.LightningModule):
@@ -94,10 +94,10 @@ class EmbeddingModule(pl.LightningModule):
 
     def on_train_epoch_start(self) -> None:
         # Before the data loader's iterator is created: its worker seeds come from this generator.
-        torch.manual_seed(derived_seed(self.seed, EPOCH, self.current_epoch, self.global_rank))
+        reseed(derived_seed(self.seed, EPOCH, self.current_epoch, self.global_rank))
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        torch.manual_seed(derived_seed(self.seed, STEP, self.global_step, self.global_rank))
+        reseed(derived_seed(self.seed, STEP, self.global_step, self.global_rank))
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         x, labels, indices = batch
@@ -123,7 +123,7 @@ class EmbeddingModule(pl.LightningModule):
         if self.miner is not None:
             devices = [embeddings.device] if embeddings.is_cuda else []
             with torch.random.fork_rng(devices=devices):
-                torch.manual_seed(derived_seed(self.seed, MINING, self.global_step, sample))
+                reseed(derived_seed(self.seed, MINING, self.global_step, sample))
                 tuples = self.miner(embeddings, labels)
         if tuples is not None:
             self.log("train/tuples", float(len(tuples[0])), batch_size=len(labels))

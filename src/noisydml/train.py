@@ -8,6 +8,7 @@ from pathlib import Path
 
 import hydra
 import pytorch_lightning as pl
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.plugins.environments import SLURMEnvironment
@@ -37,6 +38,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         return _already_done(run_dir, done, resolved)
     checkpoint = resume_checkpoint(run_dir) if cfg.resume == "auto" else None
     choose_wandb_mode()
+    if cfg.cpu_threads is not None:
+        torch.set_num_threads(cfg.cpu_threads)
     pl.seed_everything(cfg.seed, workers=True)
 
     # Built objects are passed after instantiation: Hydra would turn a dataclass argument back into config.
