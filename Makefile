@@ -49,6 +49,12 @@ reproduce-digits: install
 		e=digits/$$(basename $$f .yaml); $(BIN)/python scripts/reproduce.py $$e; \
 	done
 
+## Every loss/miner combination on digits at noise 0 and 0.4, 3 seeds (scripts/methods_digits.sh), and
+## its report: outputs/reports/methods_digits/.
+.PHONY: methods-digits
+methods-digits: install
+	VENV=$(VENV) scripts/methods_digits.sh $(ARGS)
+
 ## The performance benchmarks (scripts/bench/README.md): evaluation at SOP scale, mining + loss cost, data
 ## loading. Full size takes an hour or more on 2 CPU cores; bench-quick runs each at a small scale.
 BENCHES := eval mining dataloading

@@ -269,6 +269,48 @@ def test_yu_lambda_claim(tmp_path: Path, adapted: float, status: str) -> None:
     assert "test/ncm_accuracy" in verdict.detail
 
 
+def test_eps_is_compared_with_the_miner_of_its_negative_rule_and_method_keys_stay_in_rows(
+    tmp_path: Path,
+) -> None:
+    # Recall@1 of loss/miner runs at one noise rate; the semi-supervised run sets its own data key.
+    runs = {
+        ("triplet", "easy_positive", "semihard"): 0.90,
+        ("triplet", "facenet_semihard", None): 0.85,
+        ("triplet", "batch_hard", None): 0.95,
+        ("margin", "easy_positive", "distance_weighted"): 0.70,
+        ("margin", "distance_weighted", None): 0.80,
+    }
+    for (loss, miner, negatives), recall in runs.items():
+        overrides = [f"loss={loss}", f"miner={miner}", "noise.rate=0.4", "seed=0"]
+        overrides += [f"miner.negatives={negatives}"] if negatives else []
+        config = {"name": "m", "seed": 0, "dataset": {"name": "digits"}, "noise": {"rate": 0.4}}
+        config["miner"] = {"negatives": negatives} if negatives else {}
+        write_run(
+            tmp_path / f"{loss}_{miner}_{negatives}",
+            overrides,
+            choices={"loss": loss, "miner": miner},
+            config=config,
+            metrics={"test/recall@1": recall},
+        )
+    semi = ["loss=semi_adapted_triplet", "miner=facenet_semihard", "data.unlabeled_fraction=0.5", "seed=0"]
+    write_run(
+        tmp_path / "semi",
+        semi,
+        choices={"loss": "semi_adapted_triplet", "miner": "facenet_semihard"},
+        config={"name": "m", "seed": 0, "dataset": {"name": "digits"}, "noise": {"rate": 0.4}},
+        metrics={"test/recall@1": 0.9},
+    )
+    (group,) = group_runs(collect([tmp_path]))
+    assert pivot(group).column_key == "noise.rate"
+    verdict = {v.claim.id: v for v in claims.evaluate([group])}["levi2021-eps"]
+    # EPS + semi-hard beats FaceNet semi-hard (its rule) but EPS + distance-weighted loses to its rule;
+    # batch-hard, another rule, is not the baseline.
+    assert verdict.status == claims.NOT_HELD
+    assert "triplet + facenet_semihard 85.00" in verdict.detail
+    assert "margin + distance_weighted 80.00" in verdict.detail
+    assert "batch_hard" not in verdict.detail
+
+
 def test_bspml_maw_is_read_from_the_last_logged_epoch(tmp_path: Path) -> None:
     for age, maw in ((1, [1.0, 0.5, 0.3]), (5, [1.0, 0.8, 0.7])):
         overrides = [f"loss.age_max={age}", "seed=0"]

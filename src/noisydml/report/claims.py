@@ -11,6 +11,7 @@ embedding size, ...), or, when each side has a single row, against each other.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -95,7 +96,9 @@ def rows_where(table: Table, topline: bool = False, **choices: Any) -> list[Row]
 
 
 def peer_key(row: Row) -> frozenset:
-    return frozenset(item for item in row.signature if item[0] not in METHOD_KEYS)
+    """The row's overrides less those of its method: the groups and their keys (``miner.negatives``,
+    ``loss@loss.loss``)."""
+    return frozenset(item for item in row.signature if re.split(r"[.@]", item[0])[0] not in METHOD_KEYS)
 
 
 def pairs(
@@ -358,13 +361,29 @@ def _bdml_gap_grows(group: Group) -> tuple[str, str] | None:
 # --- Levi et al. 2021 --------------------------------------------------------------------------------
 
 
+# miner.negatives of easy_positive -> the miners that draw negatives by the same rule.
+EPS_BASELINES = {
+    "semihard": ("facenet_semihard", "random_semihard", "fixed_semihard"),
+    "distance_weighted": ("distance_weighted",),
+    "multi_similarity": ("multi_similarity",),
+}
+
+
+def _negatives(row: Row) -> str | None:
+    return next((r.value("miner.negatives") for r in row.runs if r.has_config), None)
+
+
 def _levi_eps(group: Group) -> tuple[str, str] | None:
     table = pivot(group)
     eps = rows_where(table, miner="easy_positive")
     if not eps:
         return None
     base = rows_where(table, miner=lambda m: m != "easy_positive")
-    matched = pairs(eps, base, same=lambda a, b: a.choice("loss") == b.choice("loss"))
+    same_loss = pairs(eps, base, same=lambda a, b: a.choice("loss") == b.choice("loss"))
+    # The paper's baseline keeps the negative rule and changes only the positive (Sec. 4.3): compare
+    # with that miner where the runs have it, else with every miner of the same loss.
+    same_rule = [(a, b) for a, b in same_loss if b.choice("miner") in EPS_BASELINES.get(_negatives(a), ())]
+    matched = same_rule or same_loss
     if not matched:
         losses = sorted({str(r.choice("loss")) for r in eps})
         return NOT_EVALUATED, f"no runs of the same loss ({', '.join(losses)}) without miner=easy_positive"
@@ -381,6 +400,9 @@ def _bspml_vs_ms(key: str, require_varied: bool) -> Callable[[Group], tuple[str,
         table = pivot(group, key)
         bspml, ms = rows_where(table, loss="bspml"), rows_where(table, loss="multi_similarity")
         if not bspml and not ms:
+            return None
+        # Other methods of the group may vary the key (a BLMNN's embedding size is its input's).
+        if require_varied and len({canonical(r.value(key)) for row in bspml + ms for r in row.runs}) < 2:
             return None
         if not bspml or not ms:
             return NOT_EVALUATED, "no runs of " + ("loss=bspml" if not bspml else "loss=multi_similarity")

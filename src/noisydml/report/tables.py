@@ -176,7 +176,10 @@ def dataset_of(run: Run) -> str:
 
 
 def choose_column_key(runs: list[Run]) -> str:
-    """The override that varies across the runs, the papers' axes first; ``noise.rate`` when none does."""
+    """The override that varies across the runs, the papers' axes first; ``noise.rate`` when none does.
+
+    Another key is a column only when every run overrides it: one that a few runs set (a method's own
+    setting, e.g. ``data.unlabeled_fraction`` of the semi-supervised loss) belongs to their row."""
     keys = {k for r in runs for k in r.overrides}
     varying = [
         k
@@ -184,6 +187,7 @@ def choose_column_key(runs: list[Run]) -> str:
         if k != "seed"
         and k not in ROW_GROUPS
         and not k.startswith(("hydra.", "report."))
+        and (k in COLUMN_KEYS or all(k in r.overrides for r in runs))
         and len({canonical(r.value(k)) for r in runs}) > 1
     ]
     ranked = sorted(
