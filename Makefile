@@ -42,12 +42,21 @@ format: install
 sweep: install
 	$(BIN)/noisydml -m name=digits_sweep noise.rate=0,0.2,0.4 miner=random_semihard,fixed_semihard $(ARGS)
 
-## Every digits-scale reproduction (conf/experiment/digits/), then their reports under outputs/reports/.
+## Every digits-scale reproduction (conf/experiment/digits/) and its report under outputs/reports/,
+## JOBS at a time (each job uses one core: cpu_threads=1); a log per experiment beside its sweep.
+DIGITS := $(patsubst conf/experiment/%.yaml,%,$(wildcard conf/experiment/digits/*.yaml))
+JOBS ?= 2
 .PHONY: reproduce-digits
 reproduce-digits: install
-	@for f in conf/experiment/digits/*.yaml; do \
-		e=digits/$$(basename $$f .yaml); $(BIN)/python scripts/reproduce.py $$e; \
-	done
+	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(DIGITS))
+
+## One reproduction by name: `make reproduce/digits/le2019_noise` (or a paper's, e.g. reproduce/le2019/fig2_cub).
+reproduce/%: install
+	@mkdir -p outputs/reproduce/$(dir $*)
+	@echo "$*: running, log in outputs/reproduce/$*.log"
+	@$(BIN)/python scripts/reproduce.py $* > outputs/reproduce/$*.log 2>&1 \
+		|| { echo "$*: FAILED, see outputs/reproduce/$*.log"; exit 1; }
+	@echo "$*: done, report in outputs/reports/$(subst /,_,$*)/report.md"
 
 ## Every loss/miner combination on digits at noise 0 and 0.4, 3 seeds (scripts/methods_digits.sh), and
 ## its report: outputs/reports/methods_digits/.
