@@ -135,13 +135,22 @@ def make_flowers(root: str | Path, classes: int = 4, per_class: int = 3, size: i
 
 
 def make_features(
-    root: str | Path, classes: int = 4, per_class: int = 3, dim: int = 5, int_split: bool = False
+    root: str | Path,
+    classes: int = 4,
+    per_class: int = 3,
+    dim: int = 5,
+    int_split: bool = False,
+    test_per_class: int | None = None,
 ) -> Path:
-    """features/features.npz: the first half of the classes train; ``split`` as strings or 0/1."""
+    """features/features.npz: the first half of the classes train (with ``test_per_class``, that many
+    items of every class test and the others train); ``split`` as strings or 0/1."""
     folder = Path(root) / "features"
     folder.mkdir(parents=True, exist_ok=True)
     labels = np.array(round_robin(list(range(classes)), per_class), dtype=np.int64)
-    train = labels < (classes + 1) // 2
+    if test_per_class is None:
+        train = labels < (classes + 1) // 2
+    else:
+        train = np.arange(len(labels)) < len(labels) - classes * test_per_class
     split = (~train).astype(np.int64) if int_split else np.where(train, "train", "test")
     features = np.random.default_rng(0).normal(size=(len(labels), dim))
     np.savez(folder / "features.npz", features=features, labels=labels, split=split)

@@ -314,8 +314,12 @@ def _yu_lambda(group: Group) -> tuple[str, str] | None:
 
 
 def _bdml_rows(table: Table) -> tuple[list[Row], list[Row]]:
-    bdml = rows_where(table, loss="bayesian_triplet")
-    dml = rows_where(table, loss="triplet", backbone=lambda b: not str(b).startswith("bayesian"))
+    # BLMNN trains with the same likelihood on a linear metric; the PCA baseline (backbone=identity)
+    # keeps the default loss=triplet but never trains: neither is BDML or DML.
+    bdml = rows_where(table, loss="bayesian_triplet", backbone=lambda b: b != "bayesian_linear")
+    dml = rows_where(
+        table, loss="triplet", backbone=lambda b: not str(b).startswith("bayesian") and b != "identity"
+    )
     return bdml, dml
 
 
