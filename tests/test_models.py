@@ -197,3 +197,12 @@ def test_pretrained_googlenet_loads_without_its_auxiliary_classifiers(hub_dir: P
     for key, value in expected.items():
         assert torch.equal(trunk.state_dict()[key], value), key
     assert trunk.out_features == 1024 and trunk.transform_input and trunk.aux1 is None
+
+
+@pytest.mark.parametrize("arch", ["resnet34", "googlenet"])
+def test_gray_images_feed_an_imagenet_trunk_as_equal_rgb_channels(arch: str) -> None:
+    torch.manual_seed(0)
+    trunk = torchvision_trunk(arch, pretrained=False).eval()
+    gray = torch.rand(2, 1, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(trunk(gray), trunk(gray.repeat(1, 3, 1, 1)))

@@ -6,7 +6,8 @@ loss of Yu et al. 2018 adds a distribution-matching term to PML's triplet loss. 
 is PML's, sized per class by ``ClassBetaMarginLoss``; ``TrimmedLoss`` wraps any per-tuple loss.
 BSPML (Zhang et al. 2023) is ``BSPMLLoss``; of its baselines, RDML's rescaled hinge is not in PML
 (``RescaledHingeTripletLoss``) and PML's Proxy-Anchor needs its proxies sized from the data
-(``ProxyAnchorLoss``); the others are PML's, targeted directly.
+(``ProxyAnchorLoss``), as does Levi et al.'s ProxyNCA baseline (``ProxyNCALoss``); the others are
+PML's, targeted directly.
 """
 
 from noisydml.losses.adapted_triplet import AdaptedTripletLoss
@@ -15,6 +16,7 @@ from noisydml.losses.bspml import BSPMLLoss
 from noisydml.losses.margin import ClassBetaMarginLoss
 from noisydml.losses.marginal import MarginalLoss
 from noisydml.losses.proxy_anchor import ProxyAnchorLoss
+from noisydml.losses.proxy_nca import ProxyNCALoss
 from noisydml.losses.rdml import RescaledHingeTripletLoss
 from noisydml.losses.trimmed import TrimmedLoss
 
@@ -25,6 +27,7 @@ __all__ = [
     "ClassBetaMarginLoss",
     "MarginalLoss",
     "ProxyAnchorLoss",
+    "ProxyNCALoss",
     "RescaledHingeTripletLoss",
     "TrimmedLoss",
 ]

@@ -49,6 +49,9 @@ def torchvision_trunk(arch: str, pretrained: bool) -> nn.Module:
     the pretrained weights, which were ported from a network fed differently normalised images and
     expect the ImageNet-normalised input re-scaled (torchvision's default for those weights).
 
+    A one-channel batch (MNIST, Omniglot) is repeated to three channels before the first layer: a gray
+    image is the RGB image with equal channels, which is what the ImageNet layers take.
+
     ``pretrained=True`` reads the weights from torch's hub cache and raises FileNotFoundError,
     naming the file and its URL, when they are not there. The file's hash is not checked, so a
     checkpoint of the same architecture saved under that name is accepted.
@@ -71,4 +74,10 @@ def torchvision_trunk(arch: str, pretrained: bool) -> nn.Module:
 
     model.out_features = model.fc.in_features
     model.fc = nn.Identity()
+    model.register_forward_pre_hook(_gray_to_rgb)
     return model
+
+
+def _gray_to_rgb(module: nn.Module, args: tuple) -> tuple | None:
+    images, *rest = args
+    return (images.expand(-1, 3, -1, -1), *rest) if images.shape[1] == 1 else None
