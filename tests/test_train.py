@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import layouts
+from noisydml.report.cli import main as report_main
 from noisydml.train import train
 from wandb_records import logged_config, logged_metrics
 
@@ -128,3 +130,36 @@ def test_cli_unknown_group_option_lists_the_choices(tmp_path):
     out = run_cli("miner=nope", cwd=tmp_path)
     assert out.returncode != 0
     assert "Could not find 'miner/nope'" in out.stderr and "random_semihard" in out.stderr
+
+
+def test_saved_embeddings_are_the_test_split_and_the_report_draws_them(compose_config, tmp_path):
+    layouts.make_cub(tmp_path / "data", size=40)
+    cfg = compose_config(
+        "dataset=cub",
+        f"paths.data_dir={tmp_path / 'data'}",
+        "backbone=resnet34",
+        "backbone.trunk.pretrained=false",
+        "dataset.image_size=32",
+        "dataset.resize=36",
+        "data.P=2",
+        "data.K=2",
+        "module.recall_ks=[1]",
+        "module.save_embeddings=true",
+        "trainer.max_steps=1",
+    )
+    train(cfg)
+    run_dir = Path(cfg.paths.output_dir)
+    saved = np.load(run_dir / "embeddings.npz")
+    # The zero-shot half of CUB's classes (4 generated classes x 3 images: 2 test classes, 6 images).
+    assert saved["embeddings"].shape == (6, cfg.backbone.embedding_size)
+    np.testing.assert_allclose(np.linalg.norm(saved["embeddings"], axis=1), 1.0, rtol=1e-5)
+    assert len(set(saved["labels"].tolist())) == 2
+    assert all(Path(p).is_absolute() and Path(p).is_file() for p in saved["paths"])
+    # Each image's folder names its class: the labels follow the files they were read with.
+    folders = [Path(p).parent.name for p in saved["paths"]]
+    assert len({(f, int(label)) for f, label in zip(folders, saved["labels"], strict=True)}) == 2
+
+    assert report_main([str(run_dir), "--out", str(tmp_path / "reports"), "--name", "r"]) == 0
+    figures = sorted(p.name for p in (tmp_path / "reports" / "r" / "figures").glob("*.png"))
+    assert any(name.endswith("__embeddings.png") for name in figures)
+    assert any(name.endswith("__retrieval.png") for name in figures)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytorch_lightning as pl
@@ -10,9 +12,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from noisydml.atomic import atomic_write
 from noisydml.hooks import NO_HOOKS, TrainingHooks
 from noisydml.metrics import evaluate
 from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
+from noisydml.results import EMBEDDINGS_FILE
 from noisydml.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 
 
@@ -38,6 +42,7 @@ class EmbeddingModule(pl.LightningModule):
     ``train_samples`` > 1 averages the loss over several forward passes of a stochastic backbone
     (Monte Carlo samples of a Bayesian network's weights). ``ncm_accuracy`` and ``knn_accuracy_k``
     add the papers' classification metrics, which embed the training split as reference.
+    ``save_embeddings`` writes the test embeddings to the run directory for the report's figures.
     """
 
     def __init__(
@@ -56,6 +61,7 @@ class EmbeddingModule(pl.LightningModule):
         map_full: bool = False,
         ncm_accuracy: bool = False,
         knn_accuracy_k: int | None = None,
+        save_embeddings: bool = False,
         query_mask: np.ndarray | None = None,
         seed: int = 0,
     ):
@@ -79,6 +85,7 @@ class EmbeddingModule(pl.LightningModule):
         )
         self.ncm_accuracy = ncm_accuracy
         self.knn_accuracy_k = knn_accuracy_k
+        self.save_embeddings = save_embeddings
         self.query_mask = query_mask
         self.seed = seed
         self.test_metrics: dict[str, float] = {}
@@ -157,8 +164,10 @@ class EmbeddingModule(pl.LightningModule):
         self.test_metrics = self._score("test")
 
     def _score(self, stage: str) -> dict[str, float]:
-        embeddings, labels, _ = self._collect(self._outputs)
+        embeddings, labels, indices = self._collect(self._outputs)
         self._outputs.clear()
+        if stage == "test" and self.save_embeddings and self.global_rank == 0:
+            self._write_embeddings(embeddings, labels, indices)
         metrics = evaluate(
             embeddings, labels, query_mask=self.query_mask, seed=self.seed, **self.eval_options
         )
@@ -167,6 +176,16 @@ class EmbeddingModule(pl.LightningModule):
         metrics = {f"{stage}/{name}": value for name, value in metrics.items()}
         self.log_dict(metrics, rank_zero_only=True)
         return metrics
+
+    def _write_embeddings(self, embeddings: np.ndarray, labels: np.ndarray, indices: np.ndarray) -> None:
+        """``embeddings.npz`` (embeddings, labels, and the image files where the test set has them):
+        the report draws them (Levi et al. Fig. 2) and a retrieval grid."""
+        arrays = {"embeddings": embeddings, "labels": labels}
+        paths = getattr(self.trainer.datamodule.splits.test, "paths", None)
+        if paths is not None:
+            arrays["paths"] = np.asarray([os.path.abspath(path) for path in paths])[indices]
+        with atomic_write(Path(self.trainer.default_root_dir) / EMBEDDINGS_FILE, "wb") as f:
+            np.savez(f, **arrays)
 
     def _collect(self, outputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All ranks' embeddings in data-set order, the distributed sampler's padding removed."""

@@ -13,6 +13,8 @@ from typing import Any
 from noisydml.atomic import write_json
 
 RESULTS_FILE = "results.json"
+# The test embeddings of a run (module.save_embeddings), for the report's figures.
+EMBEDDINGS_FILE = "embeddings.npz"
 PACKAGES = (
     "noisydml",
     "torch",

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 MULTIRUN_FILE = "multirun.yaml"
 # The project's config folder (as noisydml.train's CONFIG_PATH, without importing the trainer).
 CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
-EMBEDDINGS_FILE = "embeddings.npz"
 # Logged once per epoch during training; the report reads the last value (BSPML's Eq. 14 and its
 # noise diagnostic).
 EPOCH_METRICS = ("train/maw", "train/sdaw", "train/flipped_auc")

@@ -24,8 +24,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from noisydml.noise.theory import triplet_noise_bound
-from noisydml.report.collect import COMPLETE, EMBEDDINGS_FILE, canonical
+from noisydml.report.collect import COMPLETE, canonical
 from noisydml.report.tables import Table, is_percent, slug, topline_ratio
+from noisydml.results import EMBEDDINGS_FILE
 
 
 @dataclass(frozen=True)
