@@ -394,6 +394,9 @@ def test_pca_baseline_evaluates_the_standardised_pca_features(compose_config):
     assert metrics["test/recall@1"] > 0.8
 
 
-def test_training_a_backbone_with_no_parameters_says_how_to_evaluate_it(compose_config):
-    with pytest.raises(ValueError, match="trainer.max_epochs=0"):
-        train(compose_config("backbone=identity"))
+def test_a_backbone_with_nothing_to_train_is_evaluated_as_it_is(compose_config, capsys):
+    # As in a sweep whose other methods train for 3 epochs: the PCA features are scored untouched.
+    overrides = [p for p in PCA if not p.startswith("trainer.max_epochs")]
+    trained = train(compose_config(*overrides, "trainer.max_epochs=3", "module.knn_accuracy_k=3", run="a"))
+    assert "nothing to train in backbone Flatten" in capsys.readouterr().out
+    assert trained == train(compose_config(*PCA, "module.knn_accuracy_k=3", run="b"))

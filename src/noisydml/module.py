@@ -207,19 +207,15 @@ class EmbeddingModule(pl.LightningModule):
             )
         return metrics
 
+    def has_parameters_to_train(self) -> bool:
+        """Whether the backbone or the loss has a trainable parameter (backbone=identity has none)."""
+        return any(p.requires_grad for p in (*self.backbone.parameters(), *self.loss.parameters()))
+
     def configure_optimizers(self):
         groups = [{"params": [p for p in self.backbone.parameters() if p.requires_grad]}]
         loss_params = [p for p in self.loss.parameters() if p.requires_grad]
         if loss_params:
             groups.append({"params": loss_params, **({"lr": self.loss_lr} if self.loss_lr else {})})
-        if not groups[0]["params"] and not loss_params and self.trainer.max_epochs != 0:
-            # Otherwise the first backward fails with "element 0 of tensors does not require grad".
-            raise ValueError(
-                f"trainer.max_epochs={self.trainer.max_epochs} but the backbone "
-                f"{type(self.backbone).__name__} and the loss have no trainable parameters: set "
-                "trainer.max_epochs=0 to evaluate the backbone as it is (e.g. backbone=identity, "
-                "BDML's PCA baseline)"
-            )
         optimizer = self.optimizer_factory(groups)
         if self.scheduler_factory is None:
             return optimizer

@@ -71,7 +71,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     try:
         if checkpoint is not None:
             print(f"resuming from {checkpoint}")
-        trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
+        if model.has_parameters_to_train():
+            trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
+        else:
+            # BDML's PCA baseline (backbone=identity): the inputs themselves are evaluated.
+            print(f"nothing to train in backbone {type(model.backbone).__name__}: evaluating it as it is")
         trainer.test(model, datamodule=datamodule, verbose=False)
     finally:
         _finish_wandb()
