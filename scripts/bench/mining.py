@@ -45,6 +45,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning import reducers as pml_reducers
+from pytorch_metric_learning.distances import SNRDistance
 
 from noisydml.hooks import TrainingHooks, TrainingSet
 
@@ -59,6 +60,8 @@ TRAIN_CLASSES = 11_318
 # Norm of the noise around each class centre (a unit vector): at 2, every positive pair has a negative
 # inside the 0.2 margin and FaceNet's semi-hard band holds about 10% of a batch's triplets, as mid-training.
 NOISE = 2.0
+# Largest N x N x DIM float32 tensor a loss may build here (this machine is shared).
+MAX_PAIRWISE = 2**30
 
 IndicesTuple = tuple[torch.Tensor, ...] | None
 
@@ -92,6 +95,8 @@ def paired_miner(loss_name: str, default: str) -> str:
 
 
 def synthetic_training_set(labels: torch.Tensor) -> TrainingSet:
+    """The batch as the whole training set, plus hidden-label items for the semi-supervised losses (their
+    ``regularizer``, a backbone forward of unlabeled images each step, is not part of the loss call)."""
     n = len(labels)
     return TrainingSet(
         num_indices=n,
@@ -100,6 +105,7 @@ def synthetic_training_set(labels: torch.Tensor) -> TrainingSet:
         flipped=np.zeros(n, dtype=bool),
         num_classes=TRAIN_CLASSES,
         batches_per_epoch=100,
+        unlabeled=[(torch.zeros(1), -1, n + i) for i in range(n)],
     )
 
 
@@ -135,6 +141,22 @@ def pml_miner_equivalents(miner: Any) -> dict[str, Any]:
     return {}
 
 
+def extra_work(loss: Any) -> str:
+    """What a loss computes beyond its PML counterpart (so the ratio is that work's overhead), or ""."""
+    name = type(loss).__name__
+    if name == "TrimmedLoss":
+        return "ratio = trimming's overhead: a no-grad scoring pass, then the wrapped loss on the kept tuples"
+    if name == "AdaptedTripletLoss" and loss.match_weight > 0:
+        return "ratio = the matching term's overhead (Eq. 12) over the same triplet loss"
+    if name == "BSPMLLoss":
+        return "ratio = Eq. 7's per-sample weights over PML's MS loss on the same pairs"
+    if name == "RescaledHingeTripletLoss":
+        return "ratio = the rescaled hinge (one expm1 per triplet) over the same triplet loss"
+    if name == "BayesianTripletLoss":
+        return "likelihood scale over the same triplet loss; the KL (regularizer) is a separate call"
+    return ""
+
+
 def pml_loss_equivalent(loss: Any) -> Any | None:
     """PML's closest loss to one of ours, sharing its distance and parameters; None when there is none."""
     name = type(loss).__name__
@@ -166,6 +188,14 @@ def pml_loss_equivalent(loss: Any) -> Any | None:
     if name == "ProxyAnchorLoss":
         return pml_losses.ProxyAnchorLoss(
             num_classes=TRAIN_CLASSES, embedding_size=DIM, margin=loss.margin, alpha=loss.alpha
+        )
+    if name == "ProxyNCALoss":
+        return pml_losses.ProxyNCALoss(
+            num_classes=TRAIN_CLASSES,
+            embedding_size=DIM,
+            softmax_scale=loss.softmax_scale,
+            distance=distance,
+            reducer=type(loss.reducer)(),
         )
     if name == "BSPMLLoss":
         return pml_losses.MultiSimilarityLoss(
@@ -371,6 +401,13 @@ def main() -> None:
                 skipped.append(f"loss={name}: cannot be built standalone ({type(error).__name__}: {error})")
                 break
             built.update(type(module) for module in loss.modules())
+            if isinstance(getattr(loss, "distance", None), SNRDistance) and size**2 * DIM * 4 > MAX_PAIRWISE:
+                # PML's SNR distance takes the variance of every pair's difference at once.
+                skipped.append(
+                    f"loss={name} at batch {size}: PML's SNRDistance holds N x N x {DIM} floats "
+                    f"({size**2 * DIM * 4 / 2**30:.0f} GiB, several times that with the backward)"
+                )
+                continue
             indices = miner(embeddings, labels) if miner is not None else None
             contenders = {"ours": fwd_bwd(loss, embeddings, labels, indices)}
             equivalent = pml_loss_equivalent(loss)
@@ -402,7 +439,7 @@ def main() -> None:
                     ratio,
                     format_seconds(step),
                     percent(step, resnet * size),
-                    note,
+                    "; ".join(text for text in (extra_work(loss), note) if text),
                 ]
             )
             print(f"  loss {name} @ {size}: {format_seconds(times['ours'])}", flush=True)

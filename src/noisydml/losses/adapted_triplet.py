@@ -54,11 +54,7 @@ IndexTriplets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 def induced_counts(triplets: IndexTriplets, num_points: int, dtype: torch.dtype) -> torch.Tensor:
     """How often each of ``num_points`` points occurs in the data induced by ``triplets`` (Eq. 9)."""
-    anchors, positives, negatives = triplets
-    counts = torch.zeros(num_points, dtype=dtype, device=anchors.device)
-    for role in (anchors, positives, negatives):
-        counts.index_add_(0, role, torch.ones(len(role), dtype=dtype, device=role.device))
-    return counts
+    return torch.bincount(torch.cat(triplets), minlength=num_points).to(dtype)
 
 
 def all_triplets_counts(labels: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -94,9 +90,21 @@ def matching_loss(points: torch.Tensor, labels: torch.Tensor, triplets: IndexTri
     A class of the batch that no selected triplet touches has no Phi^S_y (P^S(Y = y) = 0): there is no
     conditional distribution to match, so it adds nothing.
     """
-    selected, touched = class_means(points, labels, induced_counts(triplets, len(points), points.dtype))
-    every, _ = class_means(points, labels, all_triplets_counts(labels, points.dtype))
-    return ((selected - every)[touched] ** 2).sum()
+    _, inverse = torch.unique(labels, return_inverse=True)
+    num_classes = int(inverse.max()) + 1
+    selected = induced_counts(triplets, len(points), points.dtype)
+    every = all_triplets_counts(labels, points.dtype)
+    selected_totals = selected.new_zeros(num_classes).index_add(0, inverse, selected)
+    every_totals = every.new_zeros(num_classes).index_add(0, inverse, every)
+    # Each point's weight in Phi^S_y minus its weight in Phi^T_y (0 in untouched classes): one weighted
+    # sum of the points per class is then Phi^S_y - Phi^T_y, O(N d) operations in a handful of calls.
+    weights = torch.where(
+        (selected_totals > 0)[inverse],
+        selected / selected_totals[inverse].clamp_min(1) - every / every_totals[inverse],
+        0,
+    )
+    differences = points.new_zeros(num_classes, points.shape[1])
+    return (differences.index_add(0, inverse, weights[:, None] * points) ** 2).sum()
 
 
 def class_ratios(class_means: torch.Tensor, target_mean: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,8 @@ from pytorch_metric_learning.distances import BaseDistance, CosineSimilarity, Lp
 from pytorch_metric_learning.miners import BaseMiner
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
+from noisydml.miners.draw import draw_one
+
 NEGATIVES = ("random", "semihard", "distance_weighted", "multi_similarity")
 
 
@@ -121,9 +123,8 @@ class EasyPositiveMiner(BaseMiner):
         if self.negatives == "distance_weighted":
             weights = self.sphere_weights(dist[anchors], allowed, embeddings.size(1))
         else:
-            weights = allowed.to(torch.float64)
-        negatives = torch.multinomial(weights, num_samples=1).squeeze(1) if len(anchors) else anchors
-        return anchors, positives[anchors], negatives
+            weights = allowed
+        return anchors, positives[anchors], draw_one(weights)
 
     def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor) -> torch.Tensor:
         """Which samples the strategy allows as each anchor's negative (class aside)."""

@@ -7,6 +7,8 @@ from pytorch_metric_learning.distances import BaseDistance
 from pytorch_metric_learning.miners import BaseMiner
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
+from noisydml.miners.draw import draw_one
+
 IndexTriplets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
@@ -24,12 +26,10 @@ class _OneToOneMiner(BaseMiner):
         self.num_pairs_without_negative = 0
         self.add_to_recordable_attributes(name="num_pairs_without_negative", is_stat=True)
 
-    def candidates(self, d_ap: torch.Tensor, d_an: torch.Tensor) -> torch.Tensor:
-        """Mask of the negatives allowed for each pair; ``d_ap`` is (P, 1), ``d_an`` is (P, N)."""
-        raise NotImplementedError
-
-    def pick(self, d_an: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        """Index of the chosen negative in each row; every row has at least one candidate."""
+    def pick(self, d_ap: torch.Tensor, d_an: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The chosen negative of each pair and whether the pair has one: ``d_ap`` is (pairs, 1),
+        ``d_an`` (pairs, N) the anchor's distances, +inf where the item is not a negative (the
+        method may overwrite it, it is the pair's own copy). Rows without a candidate may get any index."""
         raise NotImplementedError
 
     def mine(
@@ -46,12 +46,12 @@ class _OneToOneMiner(BaseMiner):
         is_positive, is_negative = lmu.get_matches_and_diffs(labels, ref_labels)
         anchors, positives = torch.where(is_positive)
         d_ap = dist[anchors, positives].unsqueeze(1)
-        d_an = dist[anchors]
-        allowed = is_negative[anchors].bool() & self.candidates(d_ap, d_an)
-        has_negative = allowed.any(dim=1)
+        # Same-class items infinitely far: no rule below takes them, and the (pairs x N) matrix is
+        # gathered once, with no mask of the same size beside it.
+        d_an = dist.masked_fill(~is_negative.bool(), torch.inf)[anchors]
+        negatives, has_negative = self.pick(d_ap, d_an)
         self.num_pairs_without_negative = int((~has_negative).sum())
-        negatives = self.pick(d_an[has_negative], allowed[has_negative])
-        return anchors[has_negative], positives[has_negative], negatives
+        return anchors[has_negative], positives[has_negative], negatives[has_negative]
 
 
 class RandomSemihardMiner(_OneToOneMiner):
@@ -73,11 +73,9 @@ class RandomSemihardMiner(_OneToOneMiner):
         self.margin = margin
         self.add_to_recordable_attributes(name="margin", is_stat=False)
 
-    def candidates(self, d_ap: torch.Tensor, d_an: torch.Tensor) -> torch.Tensor:
-        return d_ap - d_an + self.margin > 0
-
-    def pick(self, d_an: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        return torch.multinomial(candidates.float(), num_samples=1).squeeze(1)
+    def pick(self, d_ap: torch.Tensor, d_an: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        negatives = draw_one(d_ap - d_an + self.margin > 0)
+        return negatives, negatives < d_an.shape[1]
 
 
 class FixedSemihardMiner(_OneToOneMiner):
@@ -93,8 +91,9 @@ class FixedSemihardMiner(_OneToOneMiner):
     ``num_pairs_without_negative``.
     """
 
-    def candidates(self, d_ap: torch.Tensor, d_an: torch.Tensor) -> torch.Tensor:
-        return d_an > d_ap
-
-    def pick(self, d_an: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        return torch.where(candidates, d_an, torch.inf).argmin(dim=1)
+    def pick(self, d_ap: torch.Tensor, d_an: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # argmin returns the first minimum, so ties go to the lowest index; a pair without a
+        # negative farther than its positive is left with only +inf entries.
+        farther = d_an.masked_fill_(d_an <= d_ap, torch.inf)
+        negatives = farther.argmin(dim=1)
+        return negatives, farther.gather(1, negatives.unsqueeze(1)).squeeze(1) < torch.inf
