@@ -20,6 +20,7 @@ from noisydml.data import transforms
 from noisydml.data.cub import CUB200
 from noisydml.data.image_cache import DecodedImageCache, cached_test_transform, resized_shape
 from noisydml.data.images import ImageListDataset
+from noisydml.train import train
 
 IMAGE_SIZE, RESIZE = 32, 36
 # One grey level after normalisation: what JPEG decoding or resampling could move a pixel by.
@@ -177,3 +178,24 @@ def test_cache_travels_to_data_loader_workers(folder: Path, tmp_path: Path):
         batches = list(DataLoader(test, batch_size=4, num_workers=2))
     images = torch.cat([images for images, _, _ in batches])
     torch.testing.assert_close(images, torch.stack([test[i][0] for i in range(len(test))]), rtol=0, atol=0)
+
+
+def test_cache_option_of_every_image_dataset_config_trains_through_hydra(compose_config, tmp_path: Path):
+    make_cub(tmp_path / "data", size=40)
+    cfg = compose_config(
+        "dataset=cub",
+        f"paths.data_dir={tmp_path / 'data'}",
+        "dataset.cache_decoded=true",
+        f"dataset.cache_dir={tmp_path / 'cache'}",
+        "dataset.image_size=32",
+        "dataset.resize=36",
+        "backbone=resnet34",
+        "backbone.trunk.pretrained=false",
+        "data.P=2",
+        "data.K=2",
+        "module.recall_ks=[1]",
+        "trainer.max_steps=1",
+    )
+    assert 0.0 <= train(cfg)["test/recall@1"] <= 1.0
+    # One cache per split, written where the config said.
+    assert len(list((tmp_path / "cache" / "decoded").glob("*/pixels.npy"))) == 2

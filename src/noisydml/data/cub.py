@@ -33,8 +33,10 @@ CUB_200_2011/
         skip_unreadable: bool = False,
         train_classes: int = 100,
         name: str = "cub",
+        cache_decoded: bool = False,
+        cache_dir: str | Path | None = None,
     ):
-        super().__init__(root, image_size, resize, skip_unreadable, name)
+        super().__init__(root, image_size, resize, skip_unreadable, name, cache_decoded, cache_dir)
         self.train_classes = train_classes
 
     def splits(self) -> Splits:

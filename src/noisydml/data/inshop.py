@@ -36,8 +36,10 @@ InShop/
         resize: int = 256,
         skip_unreadable: bool = False,
         name: str = "inshop",
+        cache_decoded: bool = False,
+        cache_dir: str | Path | None = None,
     ):
-        super().__init__(root, image_size, resize, skip_unreadable, name)
+        super().__init__(root, image_size, resize, skip_unreadable, name, cache_decoded, cache_dir)
 
     def splits(self) -> Splits:
         lines = self.annotation("list_eval_partition.txt").read_text().splitlines()

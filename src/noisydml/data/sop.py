@@ -30,8 +30,10 @@ Stanford_Online_Products/
         resize: int = 256,
         skip_unreadable: bool = False,
         name: str = "sop",
+        cache_decoded: bool = False,
+        cache_dir: str | Path | None = None,
     ):
-        super().__init__(root, image_size, resize, skip_unreadable, name)
+        super().__init__(root, image_size, resize, skip_unreadable, name, cache_decoded, cache_dir)
 
     def splits(self) -> Splits:
         return Splits(
