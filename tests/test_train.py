@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import layouts
 from noisydml.report.cli import main as report_main
@@ -163,3 +164,35 @@ def test_saved_embeddings_are_the_test_split_and_the_report_draws_them(compose_c
     figures = sorted(p.name for p in (tmp_path / "reports" / "r" / "figures").glob("*.png"))
     assert any(name.endswith("__embeddings.png") for name in figures)
     assert any(name.endswith("__retrieval.png") for name in figures)
+
+
+def test_channels_last_changes_the_memory_layout_not_the_results(compose_config, tmp_path):
+    layouts.make_cub(tmp_path / "data", size=40)
+    common = [
+        "dataset=cub",
+        f"paths.data_dir={tmp_path / 'data'}",
+        "backbone=resnet34",
+        "backbone.trunk.pretrained=false",
+        "dataset.image_size=32",
+        "dataset.resize=36",
+        "data.P=2",
+        "data.K=2",
+        "module.recall_ks=[1,2]",
+        "trainer.max_steps=2",
+    ]
+    plain = train(compose_config(*common, run="plain"))
+    nhwc = train(compose_config(*common, "module.channels_last=true", run="nhwc"))
+    assert plain.keys() == nhwc.keys()
+    for name, value in plain.items():
+        assert nhwc[name] == pytest.approx(value, abs=1e-6), name
+
+
+@pytest.mark.slow
+def test_compiled_backbone_trains_and_keeps_its_checkpoint_keys(compose_config):
+    cfg = compose_config("module.compile=true")
+    metrics = train(cfg)
+    assert 0.5 < metrics["test/recall@1"] <= 1.0
+    state = torch.load(Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt", weights_only=True)
+    keys = list(state["state_dict"])
+    # Compiled in place: the keys of an uncompiled run, so either kind of run resumes the other's.
+    assert keys and not any("_orig_mod" in key for key in keys)
