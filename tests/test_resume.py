@@ -49,3 +49,9 @@ def test_a_finished_run_is_skipped_and_never_overwritten(compose_config, capsys)
     with pytest.raises(FileExistsError, match=r"different config \(differs in: noise.rate\)"):
         train(compose_config("noise.rate=0.4"))
     assert json.loads(results.read_text())["config"]["noise"]["rate"] == 0.2
+
+    # A run finished before the project gained an option (its results lack the key) is still skipped.
+    stored = json.loads(written)
+    del stored["config"]["module"]["save_embeddings"]
+    results.write_text(json.dumps(stored))
+    assert train(compose_config()) == first

@@ -65,9 +65,13 @@ def completed_results(run_dir: Path) -> dict | None:
 
 
 def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two resolved configs, ignoring ``NOT_IDENTITY``."""
+    """Dotted keys whose values differ between two resolved configs, ignoring ``NOT_IDENTITY``.
+
+    A key that only one of them has is an option added to (or removed from) the project since the
+    older run, whose default keeps the old behaviour: not a difference, so a sweep re-run after an
+    update still skips the jobs it finished."""
     differences = []
-    for key in sorted(set(old) | set(new)):
+    for key in sorted(set(old) & set(new)):
         dotted = f"{prefix}{key}"
         if dotted in NOT_IDENTITY:
             continue
