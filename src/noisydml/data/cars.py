@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +18,7 @@ class Cars196(ImageLayout):
     tests on whole images of disjoint classes.
     """
 
+    default_name = "cars196"
     layout = """\
 cars196/
   cars_annos.mat     struct array "annotations" with fields relative_im_path ("car_ims/000001.jpg"),
@@ -25,18 +27,8 @@ cars196/
     000001.jpg
     ..."""
 
-    def __init__(
-        self,
-        root: str | Path,
-        image_size: int = 224,
-        resize: int = 256,
-        skip_unreadable: bool = False,
-        train_classes: int = 98,
-        name: str = "cars196",
-        cache_decoded: bool = False,
-        cache_dir: str | Path | None = None,
-    ):
-        super().__init__(root, image_size, resize, skip_unreadable, name, cache_decoded, cache_dir)
+    def __init__(self, root: str | Path, train_classes: int = 98, **options: Any):
+        super().__init__(root, **options)
         self.train_classes = train_classes
 
     def splits(self) -> Splits:

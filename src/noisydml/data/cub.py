@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +18,7 @@ class CUB200(ImageLayout):
     evaluates on classes never seen in training.
     """
 
+    default_name = "cub"
     layout = """\
 CUB_200_2011/
   images.txt                "<image id> <path under images/>", one image a line
@@ -25,18 +27,8 @@ CUB_200_2011/
     001.Black_footed_Albatross/Black_Footed_Albatross_0046_18.jpg
     ..."""
 
-    def __init__(
-        self,
-        root: str | Path,
-        image_size: int = 224,
-        resize: int = 256,
-        skip_unreadable: bool = False,
-        train_classes: int = 100,
-        name: str = "cub",
-        cache_decoded: bool = False,
-        cache_dir: str | Path | None = None,
-    ):
-        super().__init__(root, image_size, resize, skip_unreadable, name, cache_decoded, cache_dir)
+    def __init__(self, root: str | Path, train_classes: int = 100, **options: Any):
+        super().__init__(root, **options)
         self.train_classes = train_classes
 
     def splits(self) -> Splits:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,7 @@ class Flowers102(ImageLayout):
     the zero-shot split of CUB and Cars196: the first half of the classes trains, the second tests.
     """
 
+    default_name = "flowers102"
     layout = """\
 flowers102/
   imagelabels.mat    "labels": 1 x 8189, class 1..102 of jpg/image_{i:05d}.jpg at column i
@@ -26,18 +28,8 @@ flowers102/
     image_00001.jpg
     ..."""
 
-    def __init__(
-        self,
-        root: str | Path,
-        image_size: int = 224,
-        resize: int = 256,
-        skip_unreadable: bool = False,
-        train_classes: int = 51,
-        name: str = "flowers102",
-        cache_decoded: bool = False,
-        cache_dir: str | Path | None = None,
-    ):
-        super().__init__(root, image_size, resize, skip_unreadable, name, cache_decoded, cache_dir)
+    def __init__(self, root: str | Path, train_classes: int = 51, **options: Any):
+        super().__init__(root, **options)
         self.train_classes = train_classes
 
     def splits(self) -> Splits:

@@ -113,10 +113,12 @@ class ImageLayout:
 
     The constructor only stores the config, so building it never touches the disk; ``splits()``
     reads the annotation files. Subclasses describe their tree in ``layout``, which every
-    ``DatasetLayoutError`` shows.
+    ``DatasetLayoutError`` shows, name themselves in ``default_name``, and pass the image options
+    below through unchanged (``**options``), so an option added here reaches every data set.
     """
 
     layout: ClassVar[str]
+    default_name: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -132,7 +134,7 @@ class ImageLayout:
         self.image_size = image_size
         self.resize = resize
         self.skip_unreadable = skip_unreadable
-        self.name = name or type(self).__name__
+        self.name = name or self.default_name or type(self).__name__
         # Decode and resize every image once, then crop the cached pixels (see ``image_cache``).
         self.cache_decoded = cache_decoded
         self.cache_dir = cache_dir

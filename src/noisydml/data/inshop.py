@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from noisydml.data.base import Splits
@@ -19,6 +17,7 @@ class InShop(ImageLayout):
     queries. Labels are the item ids as ints (``id_00000002`` -> 2).
     """
 
+    default_name = "inshop"
     layout = """\
 InShop/
   list_eval_partition.txt    (from the release's Eval/) line 1: the image count;
@@ -28,18 +27,6 @@ InShop/
   img/
     WOMEN/Dresses/id_00000002/02_1_front.jpg
     ..."""
-
-    def __init__(
-        self,
-        root: str | Path,
-        image_size: int = 224,
-        resize: int = 256,
-        skip_unreadable: bool = False,
-        name: str = "inshop",
-        cache_decoded: bool = False,
-        cache_dir: str | Path | None = None,
-    ):
-        super().__init__(root, image_size, resize, skip_unreadable, name, cache_decoded, cache_dir)
 
     def splits(self) -> Splits:
         lines = self.annotation("list_eval_partition.txt").read_text().splitlines()

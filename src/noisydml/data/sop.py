@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from noisydml.data.base import Splits
@@ -13,6 +11,7 @@ from noisydml.data.images import ImageLayout, ImageListDataset
 class StanfordOnlineProducts(ImageLayout):
     """SOP with its published split: Ebay_train.txt (classes 1-11318) and Ebay_test.txt (11319-22634)."""
 
+    default_name = "sop"
     layout = """\
 Stanford_Online_Products/
   Ebay_train.txt     header "image_id class_id super_class_id path", then one image a line
@@ -22,18 +21,6 @@ Stanford_Online_Products/
     ...
   cabinet_final/ chair_final/ coffee_maker_final/ fan_final/ kettle_final/ lamp_final/
   mug_final/ sofa_final/ stapler_final/ table_final/ toaster_final/"""
-
-    def __init__(
-        self,
-        root: str | Path,
-        image_size: int = 224,
-        resize: int = 256,
-        skip_unreadable: bool = False,
-        name: str = "sop",
-        cache_decoded: bool = False,
-        cache_dir: str | Path | None = None,
-    ):
-        super().__init__(root, image_size, resize, skip_unreadable, name, cache_decoded, cache_dir)
 
     def splits(self) -> Splits:
         return Splits(
