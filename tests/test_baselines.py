@@ -15,9 +15,9 @@ from pytorch_metric_learning import losses
 from pytorch_metric_learning.distances import CosineSimilarity, LpDistance, SNRDistance
 from pytorch_metric_learning.reducers import MeanReducer
 
-from noisydml.hooks import TrainingSet
 from noisydml.losses import ProxyAnchorLoss, RescaledHingeTripletLoss
 from noisydml.train import train
+from training_sets import of_classes
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -134,18 +134,6 @@ def test_rdml_gradcheck():
 # --- Proxy-Anchor ------------------------------------------------------------------------------------
 
 
-def training_set(num_classes: int) -> TrainingSet:
-    labels = np.arange(3 * num_classes) % num_classes
-    return TrainingSet(
-        num_indices=len(labels),
-        indices=np.arange(len(labels)),
-        labels=labels,
-        flipped=np.zeros(len(labels), bool),
-        num_classes=num_classes,
-        batches_per_epoch=1,
-    )
-
-
 def test_proxy_anchor_equals_hand_value():
     # Proxies p0 = (1, 0), p1 = (0, 1); x0 = (1, 0), x1 = (.6, .8) [class 0], x2 = (0, 1) [class 1];
     # alpha 32, delta .1. Kim et al. Eq. 4:
@@ -154,7 +142,7 @@ def test_proxy_anchor_equals_hand_value():
     #   negative, over all proxies: p0 vs x2: log(1 + e^{32 (0 + .1)}) = 3.239953;
     #     p1 vs x0, x1: log(1 + e^{3.2} + e^{32 (.8 + .1)}) = 28.800000; mean 16.019977
     loss = load_loss("proxy_anchor", embedding_size=2)
-    loss.setup(training_set(2))
+    loss.setup(of_classes(2))
     loss.proxies.data = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     x = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], dtype=torch.float64)
     assert loss(x, torch.tensor([0, 0, 1])).item() == pytest.approx(16.019977, abs=1e-6)
@@ -164,7 +152,7 @@ def test_proxy_anchor_matches_pml_once_sized():
     torch.manual_seed(0)
     ours = ProxyAnchorLoss(embedding_size=5)
     assert ours.proxies.shape == (0, 5)
-    ours.setup(training_set(4))
+    ours.setup(of_classes(4))
     assert ours.proxies.shape == (4, 5) and ours.proxies.requires_grad and ours.proxies.std() > 0
     pml = losses.ProxyAnchorLoss(num_classes=4, embedding_size=5, margin=0.1, alpha=32)
     pml.proxies.data = ours.proxies.data.clone()
@@ -176,7 +164,7 @@ def test_proxy_anchor_refuses_a_miner_and_an_unsized_call():
     loss = ProxyAnchorLoss(embedding_size=2)
     with pytest.raises(RuntimeError, match="setup"):
         loss(EMBEDDINGS, LABELS)
-    loss.setup(training_set(2))
+    loss.setup(of_classes(2))
     with pytest.raises(ValueError, match="miner=none"):
         loss(EMBEDDINGS, LABELS, TRIPLETS)
 

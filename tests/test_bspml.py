@@ -13,10 +13,10 @@ from pytorch_metric_learning.distances import CosineSimilarity
 from pytorch_metric_learning.losses import MultiSimilarityLoss
 from pytorch_metric_learning.miners import MultiSimilarityMiner
 
-from noisydml.hooks import TrainingSet
 from noisydml.losses import BSPMLLoss
 from noisydml.losses.bspml import _distinct_draws, sample_terms, update_weights, weight_statistics
 from noisydml.train import train
+from training_sets import training_set
 
 # --- Algorithm 3 / Eq. 8 on five samples, worked by hand --------------------------------------------
 # Class 0 = {0, 1, 2} (N_0 = 3), class 1 = {3, 4} (N_1 = 2); lambda 1.5, mu 1, gamma 1. With K = 3 and
@@ -153,19 +153,6 @@ def test_sample_terms_equal_eq3_by_loops():
         neg = [torch.exp(50 * (sim[a, n] - 1)) for n in range(7) if labels[n] != labels[a]]
         assert xi_pos[a].item() == pytest.approx(torch.log(1 + sum(pos)).item() / 2, rel=1e-12)
         assert xi_neg[a].item() == pytest.approx(torch.log(1 + sum(neg)).item() / 50, rel=1e-12)
-
-
-def training_set(labels, num_indices=None, flipped=None) -> TrainingSet:
-    labels = np.asarray(labels)
-    n = num_indices or len(labels)
-    return TrainingSet(
-        num_indices=n,
-        indices=np.arange(len(labels)),
-        labels=labels,
-        flipped=np.zeros(len(labels), bool) if flipped is None else flipped,
-        num_classes=len(np.unique(labels)),
-        batches_per_epoch=1,
-    )
 
 
 def loss_with_weights(weights: torch.Tensor, batch_indices: torch.Tensor) -> BSPMLLoss:

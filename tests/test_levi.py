@@ -28,10 +28,11 @@ from sklearn.datasets import load_digits
 from layouts import make_mnist
 from noisydml.data import Digits
 from noisydml.data.torchvision_sets import MNIST
-from noisydml.hooks import TrainingHooks, TrainingSet
+from noisydml.hooks import TrainingHooks
 from noisydml.losses import ClassBetaMarginLoss, TrimmedLoss
 from noisydml.miners import EasyPositiveMiner
 from noisydml.train import train
+from training_sets import of_classes
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SEEDS = range(4)
@@ -358,21 +359,9 @@ CIRCLE_TRIPLETS = (torch.tensor([0, 0, 2, 3]), torch.tensor([1, 1, 3, 2]), torch
 MARGIN_HAND = (1.4 - math.sqrt(0.8) + 2 * (math.sqrt(0.4) - 0.5) + 2 * (0.9 - math.sqrt(0.8))) / 5
 
 
-def training_set(num_classes: int) -> TrainingSet:
-    labels = np.arange(num_classes).repeat(3)
-    return TrainingSet(
-        num_indices=len(labels),
-        indices=np.arange(len(labels)),
-        labels=labels,
-        flipped=np.zeros(len(labels), dtype=bool),
-        num_classes=num_classes,
-        batches_per_epoch=1,
-    )
-
-
 def margin_with_betas(*betas: float) -> ClassBetaMarginLoss:
     loss = load("loss", "margin")
-    loss.setup(training_set(len(betas)))
+    loss.setup(of_classes(len(betas)))
     with torch.no_grad():
         loss.beta.copy_(torch.tensor(betas))
     return loss
@@ -382,7 +371,7 @@ def test_margin_config_is_wu_with_a_beta_per_class():
     loss = load("loss", "margin")
     assert isinstance(loss, ClassBetaMarginLoss) and isinstance(loss, TrainingHooks)
     assert (loss.margin, loss.nu, loss.beta.item()) == (0.2, 0.0, pytest.approx(1.2))
-    loss.setup(training_set(7))
+    loss.setup(of_classes(7))
     params = list(loss.parameters())
     assert len(params) == 1 and params[0] is loss.beta
     assert loss.beta.shape == (7,) and torch.allclose(loss.beta, torch.full((7,), 1.2))
@@ -409,7 +398,7 @@ def test_margin_beta_gradient_reaches_only_the_anchor_classes():
 
 def test_margin_global_beta_when_asked():
     loss = load("loss", "margin", "per_class_beta=false")
-    loss.setup(training_set(5))
+    loss.setup(of_classes(5))
     assert loss.beta.shape == (1,)
 
 
@@ -569,7 +558,7 @@ def test_trimmed_config_nests_a_loss_and_forwards_its_hooks():
     assert isinstance(nested.loss, ClassBetaMarginLoss) and nested.loss.beta.item() == 1.0
     assert loss.kept_count(10) == 8 and TrimmedLoss(loss.loss, 0.7).kept_count(10) == 7
     margin = TrimmedLoss(load("loss", "margin"), 0.5)
-    margin.setup(training_set(4))
+    margin.setup(of_classes(4))
     assert margin.loss.beta.shape == (4,)
     assert [p.shape for p in margin.parameters()] == [(4,)]
 

@@ -12,23 +12,11 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from pytorch_metric_learning import losses
 
-from noisydml.hooks import TrainingSet
 from noisydml.losses import ProxyNCALoss
 from noisydml.train import train
+from training_sets import of_classes
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-
-
-def training_set(num_classes: int) -> TrainingSet:
-    labels = np.arange(3 * num_classes) % num_classes
-    return TrainingSet(
-        num_indices=len(labels),
-        indices=np.arange(len(labels)),
-        labels=labels,
-        flipped=np.zeros(len(labels), bool),
-        num_classes=num_classes,
-        batches_per_epoch=1,
-    )
 
 
 def config_loss(embedding_size: int) -> ProxyNCALoss:
@@ -42,7 +30,7 @@ def test_proxy_nca_equals_hand_value():
     # (0, 1). Squared distances on the unit circle: x0-p0 0, x0-p1 2; x1-p0 2, x1-p1 0. With scale 9 each
     # sample's term is -log(e^0 / (e^0 + e^-18)) = log(1 + e^-18); the mean is the same.
     loss = config_loss(2)
-    loss.setup(training_set(2))
+    loss.setup(of_classes(2))
     loss.proxies.data = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     x = torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)
     assert loss(x, torch.tensor([0, 1])).item() == pytest.approx(math.log1p(math.exp(-18)), rel=1e-9)
@@ -54,7 +42,7 @@ def test_proxy_nca_matches_pml_once_sized():
     torch.manual_seed(0)
     ours = config_loss(5)
     assert ours.proxies.shape == (0, 5)
-    ours.setup(training_set(4))
+    ours.setup(of_classes(4))
     assert ours.proxies.shape == (4, 5) and ours.proxies.requires_grad and ours.proxies.std() > 0
     assert ours.proxy_labels.tolist() == [0, 1, 2, 3]
     pml = losses.ProxyNCALoss(num_classes=4, embedding_size=5, softmax_scale=9.0)
@@ -69,7 +57,7 @@ def test_proxy_nca_refuses_a_miner_and_an_unsized_call():
     x, y = torch.randn(4, 2), torch.tensor([0, 0, 1, 1])
     with pytest.raises(RuntimeError, match="setup"):
         loss(x, y)
-    loss.setup(training_set(2))
+    loss.setup(of_classes(2))
     triplets = (torch.tensor([0]), torch.tensor([1]), torch.tensor([2]))
     with pytest.raises(ValueError, match="loss=proxy_nca.*miner=none"):
         loss(x, y, triplets)
