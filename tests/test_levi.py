@@ -6,6 +6,7 @@ density against a simulation, and every new option trained end to end through Hy
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from pathlib import Path
@@ -25,6 +26,8 @@ from scipy.integrate import quad
 from scipy.stats import chi2
 from sklearn.datasets import load_digits
 
+import batches
+from batches import LABEL_SETS, as_list, draw_counts
 from layouts import make_mnist
 from noisydml.data import Digits
 from noisydml.data.torchvision_sets import MNIST
@@ -36,11 +39,6 @@ from training_sets import of_classes
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SEEDS = range(4)
-LABEL_SETS = {
-    "3x4": torch.arange(3).repeat_interleave(4),
-    # Singleton classes 2 and 4: anchors without an easy positive.
-    "uneven": torch.tensor([0, 0, 0, 1, 1, 2, 3, 3, 3, 3, 4]),
-}
 EVEN_ODD = [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]
 
 
@@ -61,14 +59,8 @@ def compose_node(group: str, *overrides: str):
     return instantiate(cfg[group])
 
 
-def random_batch(seed: int, labels: torch.Tensor, dim: int = 3) -> torch.Tensor:
-    # float64 so that no distance lands on a rule's boundary by rounding; few dimensions crowd the
-    # sphere, so anchors without a valid negative occur.
-    return torch.randn(len(labels), dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-
-
-def as_list(indices: tuple[torch.Tensor, ...]) -> list[tuple[int, ...]]:
-    return list(zip(*(t.tolist() for t in indices), strict=True))
+# float64 so that no distance lands on a rule's boundary by rounding.
+random_batch = functools.partial(batches.random_batch, dtype=torch.float64)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -175,10 +167,7 @@ def test_easy_positive_draws_negatives_with_the_rule_probabilities(negatives):
     reference = eps_reference(x, labels, negatives, margin=0.6)
     miner = EasyPositiveMiner(negatives=negatives, margin=0.6)
     draws = 500
-    counts = Counter()
-    torch.manual_seed(0)
-    for _ in range(draws):
-        counts.update(as_list(miner(x, labels)))
+    counts = draw_counts(miner, x, labels, draws)
     statistic, dof = 0.0, 0
     for a, (p, weights) in ((a, ref) for a, ref in reference.items() if ref and len(ref[1]) > 1):
         total = sum(weights.values())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,21 +11,12 @@ from omegaconf import OmegaConf
 from pytorch_metric_learning.distances import CosineSimilarity, LpDistance
 from scipy.stats import chi2
 
+from batches import LABEL_SETS, as_list, draw_counts, random_batch
 from noisydml.miners import AllTripletsMiner, FixedSemihardMiner, RandomSemihardMiner
 
 MINER_CONFIGS = Path(__file__).resolve().parents[1] / "conf" / "miner"
 MARGIN = 0.2
 SEEDS = range(8)
-# 3 classes x 4 samples, as the brief's P x K batches, and an uneven batch with singleton classes.
-LABEL_SETS = {
-    "3x4": torch.arange(3).repeat_interleave(4),
-    "uneven": torch.tensor([0, 0, 0, 1, 1, 2, 3, 3, 3, 3, 4]),
-}
-
-
-def random_batch(seed: int, labels: torch.Tensor, dim: int = 2) -> torch.Tensor:
-    # 2-d embeddings crowd the unit circle, so pairs without a valid negative do occur.
-    return torch.randn(len(labels), dim, generator=torch.Generator().manual_seed(seed))
 
 
 def positive_pairs(labels: torch.Tensor) -> list[tuple[int, int]]:
@@ -56,10 +46,6 @@ def fixed_semihard_reference(dist: torch.Tensor, labels: torch.Tensor) -> tuple[
         else:
             dropped += 1
     return triplets, dropped
-
-
-def as_list(indices: tuple[torch.Tensor, ...]) -> list[tuple[int, ...]]:
-    return list(zip(*(t.tolist() for t in indices), strict=True))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -105,10 +91,7 @@ def test_random_semihard_draws_every_valid_negative_uniformly():
     candidates = random_semihard_candidates(LpDistance()(embeddings), labels)
     miner = RandomSemihardMiner(margin=MARGIN)
     draws = 2000
-    counts = Counter()
-    torch.manual_seed(0)
-    for _ in range(draws):
-        counts.update(as_list(miner(embeddings, labels)))
+    counts = draw_counts(miner, embeddings, labels, draws)
 
     # Pearson's statistic summed over the pairs with a real choice, each uniform over its candidates.
     statistic, dof = 0.0, 0
