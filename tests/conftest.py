@@ -12,6 +12,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
+import layouts
 from noisydml.train import CONFIG_PATH
 
 # Small and fast: one short epoch on digits, CSV logging only.
@@ -45,6 +46,23 @@ def compose_config(tmp_path: Path) -> Callable[..., DictConfig]:
 
     yield _compose
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture
+def tiny_cub(tmp_path: Path) -> list[str]:
+    """A generated CUB folder (4 classes x 3 images, half of them zero-shot test classes) and the
+    overrides that train a randomly initialised ResNet34 on it at 32 x 32 with 2 x 2 batches."""
+    layouts.make_cub(tmp_path / "data", size=40)
+    return [
+        "dataset=cub",
+        f"paths.data_dir={tmp_path / 'data'}",
+        "dataset.image_size=32",
+        "dataset.resize=36",
+        "backbone=resnet34",
+        "backbone.trunk.pretrained=false",
+        "data.P=2",
+        "data.K=2",
+    ]
 
 
 def pytest_collection_modifyitems(config, items):

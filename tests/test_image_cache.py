@@ -41,11 +41,9 @@ def textured_cub(root: Path) -> Path:
 
 
 def cub(root: Path, cache_dir: Path | None, resize: int = RESIZE) -> CUB200:
-    layout = CUB200(root, image_size=IMAGE_SIZE, resize=resize)
-    # Set after construction: the option lives on ImageLayout, whatever the subclass's signature.
-    layout.cache_decoded = cache_dir is not None
-    layout.cache_dir = cache_dir
-    return layout
+    return CUB200(
+        root, image_size=IMAGE_SIZE, resize=resize, cache_decoded=cache_dir is not None, cache_dir=cache_dir
+    )
 
 
 def cache_folders(cache_dir: Path) -> list[Path]:
@@ -180,19 +178,13 @@ def test_cache_travels_to_data_loader_workers(folder: Path, tmp_path: Path):
     torch.testing.assert_close(images, torch.stack([test[i][0] for i in range(len(test))]), rtol=0, atol=0)
 
 
-def test_cache_option_of_every_image_dataset_config_trains_through_hydra(compose_config, tmp_path: Path):
-    make_cub(tmp_path / "data", size=40)
+def test_cache_option_of_every_image_dataset_config_trains_through_hydra(
+    compose_config, tiny_cub, tmp_path: Path
+):
     cfg = compose_config(
-        "dataset=cub",
-        f"paths.data_dir={tmp_path / 'data'}",
+        *tiny_cub,
         "dataset.cache_decoded=true",
         f"dataset.cache_dir={tmp_path / 'cache'}",
-        "dataset.image_size=32",
-        "dataset.resize=36",
-        "backbone=resnet34",
-        "backbone.trunk.pretrained=false",
-        "data.P=2",
-        "data.K=2",
         "module.recall_ks=[1]",
         "trainer.max_steps=1",
     )

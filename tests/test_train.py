@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 
-import layouts
 from noisydml.report.cli import main as report_main
 from noisydml.train import train
 from wandb_records import logged_config, logged_metrics
@@ -133,20 +132,9 @@ def test_cli_unknown_group_option_lists_the_choices(tmp_path):
     assert "Could not find 'miner/nope'" in out.stderr and "random_semihard" in out.stderr
 
 
-def test_saved_embeddings_are_the_test_split_and_the_report_draws_them(compose_config, tmp_path):
-    layouts.make_cub(tmp_path / "data", size=40)
+def test_saved_embeddings_are_the_test_split_and_the_report_draws_them(compose_config, tiny_cub, tmp_path):
     cfg = compose_config(
-        "dataset=cub",
-        f"paths.data_dir={tmp_path / 'data'}",
-        "backbone=resnet34",
-        "backbone.trunk.pretrained=false",
-        "dataset.image_size=32",
-        "dataset.resize=36",
-        "data.P=2",
-        "data.K=2",
-        "module.recall_ks=[1]",
-        "module.save_embeddings=true",
-        "trainer.max_steps=1",
+        *tiny_cub, "module.recall_ks=[1]", "module.save_embeddings=true", "trainer.max_steps=1"
     )
     train(cfg)
     run_dir = Path(cfg.paths.output_dir)
@@ -166,20 +154,8 @@ def test_saved_embeddings_are_the_test_split_and_the_report_draws_them(compose_c
     assert any(name.endswith("__retrieval.png") for name in figures)
 
 
-def test_channels_last_changes_the_memory_layout_not_the_results(compose_config, tmp_path):
-    layouts.make_cub(tmp_path / "data", size=40)
-    common = [
-        "dataset=cub",
-        f"paths.data_dir={tmp_path / 'data'}",
-        "backbone=resnet34",
-        "backbone.trunk.pretrained=false",
-        "dataset.image_size=32",
-        "dataset.resize=36",
-        "data.P=2",
-        "data.K=2",
-        "module.recall_ks=[1,2]",
-        "trainer.max_steps=2",
-    ]
+def test_channels_last_changes_the_memory_layout_not_the_results(compose_config, tiny_cub):
+    common = [*tiny_cub, "module.recall_ks=[1,2]", "trainer.max_steps=2"]
     plain = train(compose_config(*common, run="plain"))
     nhwc = train(compose_config(*common, "module.channels_last=true", run="nhwc"))
     assert plain.keys() == nhwc.keys()
