@@ -323,27 +323,32 @@ def _bdml_rows(table: Table) -> tuple[list[Row], list[Row]]:
     return bdml, dml
 
 
-def _bdml_at_50(group: Group) -> tuple[str, str] | None:
-    table = pivot(group, "noise.rate")
-    bdml, dml = _bdml_rows(table)
-    if not bdml:
-        return None
-    if not dml:
-        return NOT_EVALUATED, "no DML runs (loss=triplet on a non-Bayesian backbone)"
+def _bdml_check(
+    rule: Callable[[Table, list[Row], list[Row], str], tuple[str, str]],
+) -> Callable[[Group], tuple[str, str] | None]:
+    """A BDML claim: ``rule(table by noise rate, BDML rows, DML rows, metric)`` where both kinds ran."""
+
+    def check(group: Group) -> tuple[str, str] | None:
+        table = pivot(group, "noise.rate")
+        bdml, dml = _bdml_rows(table)
+        if not bdml:
+            return None
+        if not dml:
+            return NOT_EVALUATED, "no DML runs (loss=triplet on a non-Bayesian backbone)"
+        return rule(table, bdml, dml, metric_for(table, ("test/knn_accuracy@3", RECALL)))
+
+    return check
+
+
+@_bdml_check
+def _bdml_at_50(table: Table, bdml: list[Row], dml: list[Row], metric: str) -> tuple[str, str]:
     if 0.5 not in [c for c in table.columns if is_number(c)]:
         return NOT_EVALUATED, "the sweep has no noise.rate=0.5"
-    metric = metric_for(table, ("test/knn_accuracy@3", RECALL))
     return verdict(*compare_columns(table, pairs(bdml, dml), metric, [0.5]))
 
 
-def _bdml_gap_grows(group: Group) -> tuple[str, str] | None:
-    table = pivot(group, "noise.rate")
-    bdml, dml = _bdml_rows(table)
-    if not bdml:
-        return None
-    if not dml:
-        return NOT_EVALUATED, "no DML runs (loss=triplet on a non-Bayesian backbone)"
-    metric = metric_for(table, ("test/knn_accuracy@3", RECALL))
+@_bdml_check
+def _bdml_gap_grows(table: Table, bdml: list[Row], dml: list[Row], metric: str) -> tuple[str, str]:
     rates = [c for c in table.columns if is_number(c)]
     if 0 not in rates or max(rates, default=0) <= 0:
         return NOT_EVALUATED, f"needs p = 0 and a p > 0; the runs have {rates}"
