@@ -91,6 +91,7 @@ class EmbeddingModule(pl.LightningModule):
         self.save_embeddings = save_embeddings
         self.channels_last = channels_last
         self.compile_backbone = compile
+        self._compiled = False
         self.query_mask = query_mask
         self.seed = seed
         self.test_metrics: dict[str, float] = {}
@@ -106,7 +107,7 @@ class EmbeddingModule(pl.LightningModule):
         # place, so the state dict keeps its keys and checkpoints load either way.
         if self.channels_last:
             self.backbone.to(memory_format=torch.channels_last)
-        if self.compile_backbone and not getattr(self, "_compiled", False):
+        if self.compile_backbone and not self._compiled:
             self.backbone.compile()
             self._compiled = True
 
@@ -199,7 +200,7 @@ class EmbeddingModule(pl.LightningModule):
         arrays = {"embeddings": embeddings, "labels": labels}
         paths = getattr(self.trainer.datamodule.splits.test, "paths", None)
         if paths is not None:
-            arrays["paths"] = np.asarray([os.path.abspath(path) for path in paths])[indices]
+            arrays["paths"] = np.asarray([os.path.abspath(paths[i]) for i in indices])
         with atomic_write(Path(self.trainer.default_root_dir) / EMBEDDINGS_FILE, "wb") as f:
             np.savez(f, **arrays)
 
