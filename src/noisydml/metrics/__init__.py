@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, cluster_nmi
+from noisydml.metrics.engine import Backend
 from noisydml.metrics.map import mean_average_precision
 from noisydml.metrics.map_at_r import average_precision_at_r, relevant_counts
 from noisydml.metrics.recall import DEFAULT_CHUNK_SIZE, neighbour_chunks, recall_hits
@@ -36,6 +37,7 @@ def evaluate(
     query_mask: torch.Tensor | np.ndarray | None = None,
     seed: int = 0,
     use_gpu: bool | None = None,
+    backend: Backend = "auto",
     kmeans_niter: int = DEFAULT_NITER,
     kmeans_init: KMeansInit = "random",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
@@ -53,7 +55,8 @@ def evaluate(
     ``map_full`` asks for the mean average precision over the whole ranking (BDML's mAP, see ``map``).
     ``nmi_plus_factor`` asks for NMI+ with ``factor x classes`` clusters (capped at the number of items).
     ``seed``, ``kmeans_niter`` and ``kmeans_init`` drive k-means (see ``clustering`` for why the init
-    matters); ``use_gpu=None`` uses a GPU when faiss sees one.
+    matters); ``use_gpu=None`` uses a GPU when there is one, and ``backend`` picks faiss or torch for the
+    search and k-means (``engine``: by default faiss, except on a GPU that faiss cannot use).
     ``chunk_size`` bounds how many queries are searched at once. ``timings``, when given, is filled with
     the wall seconds of each part: ``"search"``, ``"map"``, ``"nmi"``, ``"nmi+"``.
     """
@@ -120,7 +123,7 @@ def evaluate(
         hits = np.zeros(len(recall_ks), dtype=np.int64)
         ap_sum = 0.0
         for start, neighbours in neighbour_chunks(
-            gallery, search_k, queries=queries, chunk_size=chunk_size, use_gpu=use_gpu
+            gallery, search_k, queries=queries, chunk_size=chunk_size, use_gpu=use_gpu, backend=backend
         ):
             stop = start + len(neighbours)
             matches = gallery_labels[neighbours] == query_labels[start:stop, None]
@@ -138,7 +141,12 @@ def evaluate(
     if map_full:
         started = time.perf_counter()
         results["map"] = mean_average_precision(
-            gallery, gallery_labels, queries=queries, query_labels=query_labels, use_gpu=use_gpu
+            gallery,
+            gallery_labels,
+            queries=queries,
+            query_labels=query_labels,
+            use_gpu=use_gpu,
+            backend=backend,
         )
         timings["map"] = time.perf_counter() - started
 
@@ -149,7 +157,14 @@ def evaluate(
     for key, n_clusters in clusterings.items():
         started = time.perf_counter()
         results[key] = cluster_nmi(
-            embeddings, labels, n_clusters, niter=kmeans_niter, seed=seed, init=kmeans_init, use_gpu=use_gpu
+            embeddings,
+            labels,
+            n_clusters,
+            niter=kmeans_niter,
+            seed=seed,
+            init=kmeans_init,
+            use_gpu=use_gpu,
+            backend=backend,
         )
         timings[key] = time.perf_counter() - started
     return results

@@ -10,6 +10,7 @@ from __future__ import annotations
 import faiss
 import numpy as np
 
+from noisydml.metrics.engine import Backend
 from noisydml.metrics.recall import neighbour_chunks
 
 
@@ -45,6 +46,7 @@ def knn_accuracy(
     reference_labels: np.ndarray,
     k: int = 3,
     use_gpu: bool | None = None,
+    backend: Backend = "auto",
 ) -> float:
     """Fraction of test items whose k nearest training items vote for their class (BDML).
 
@@ -59,6 +61,7 @@ def knn_accuracy(
         k,
         queries=np.ascontiguousarray(test, dtype=np.float32),
         use_gpu=use_gpu,
+        backend=backend,
     ):
         votes = reference_labels[neighbours]
         correct += int(np.sum(_majority(votes) == test_labels[start : start + len(votes)]))

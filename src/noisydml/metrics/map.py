@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from noisydml.metrics.engine import Backend, resolve_engine
 from noisydml.metrics.recall import GPU_MAX_K, neighbour_chunks
 
 # Neighbour indices held at once (x 12 bytes with faiss's distances): about 200 MB.
@@ -41,6 +42,7 @@ def mean_average_precision(
     queries: np.ndarray | None = None,
     query_labels: np.ndarray | None = None,
     use_gpu: bool | None = None,
+    backend: Backend = "auto",
 ) -> float:
     """mAP of ``queries`` ranking the whole ``gallery`` (float32, C-contiguous).
 
@@ -53,12 +55,12 @@ def mean_average_precision(
     if n_candidates < 1:
         raise ValueError(f"mAP needs at least one candidate per query; the gallery has {len(gallery)} items")
     # faiss's GPU search cannot return a full ranking longer than GPU_MAX_K; the CPU one can.
-    if n_candidates + leave_one_out > GPU_MAX_K:
+    if resolve_engine(backend, use_gpu).library == "faiss" and n_candidates + leave_one_out > GPU_MAX_K:
         use_gpu = False
     chunk_size = max(1, MAX_CHUNK_ENTRIES // (n_candidates + 1))
     ap_sum, counted = 0.0, 0
     for start, neighbours in neighbour_chunks(
-        gallery, n_candidates, queries=queries, chunk_size=chunk_size, use_gpu=use_gpu
+        gallery, n_candidates, queries=queries, chunk_size=chunk_size, use_gpu=use_gpu, backend=backend
     ):
         matches = gallery_labels[neighbours] == query_labels[start : start + len(neighbours), None]
         ap = average_precision(matches)

@@ -1,6 +1,7 @@
 """Recall@K, and the chunked exact nearest-neighbour search it shares with MAP@R.
 
-Distances are exact squared L2 (faiss ``IndexFlatL2``), so the ranking is right for embeddings that are
+Distances are exact squared L2 (faiss ``IndexFlatL2``, or the same arithmetic in torch: see
+``engine``), so the ranking is right for embeddings that are
 not on the unit sphere (BDML's are not). Two caveats come with any float32 kNN:
 
 - Ties: items at exactly the same distance (duplicate embeddings) come back in an order faiss does not
@@ -19,17 +20,12 @@ from collections.abc import Iterator, Sequence
 import faiss
 import numpy as np
 
+from noisydml.metrics import torch_search
+from noisydml.metrics.engine import Backend, resolve_engine
+
 DEFAULT_CHUNK_SIZE = 4096
 # faiss's GPU k-selection handles at most this many neighbours per query.
 GPU_MAX_K = 2048
-
-
-def resolve_use_gpu(use_gpu: bool | None) -> bool:
-    """``None`` means "the GPU when faiss sees one"; ``True`` insists on it."""
-    has_gpu = faiss.get_num_gpus() > 0
-    if use_gpu and not has_gpu:
-        raise ValueError("use_gpu=True but faiss sees no GPU; pass use_gpu=None (auto) or use_gpu=False")
-    return has_gpu if use_gpu is None else use_gpu
 
 
 def flat_l2_index(gallery: np.ndarray, *, use_gpu: bool) -> faiss.Index:
@@ -64,13 +60,15 @@ def neighbour_chunks(
     queries: np.ndarray | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     use_gpu: bool | None = None,
+    backend: Backend = "auto",
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(start, neighbours)``: gallery indices of the ``k`` nearest neighbours of queries
     ``start .. start + len(neighbours)``, nearest first.
 
     With ``queries=None`` every gallery item is a query and its own index is excluded (leave-one-out);
     otherwise the queries search the gallery and nothing is excluded. Only one chunk of results lives in
-    memory at a time: ``chunk_size * (k + 1) * 12`` bytes (indices and faiss's distances).
+    memory at a time: ``chunk_size * (k + 1) * 12`` bytes (indices and faiss's distances); the torch
+    engine also holds a chunk's distances to the whole gallery, ``chunk_size * len(gallery) * 4`` bytes.
     """
     leave_one_out = queries is None
     if leave_one_out:
@@ -84,7 +82,14 @@ def neighbour_chunks(
         )
     if chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size} must be a positive number of queries")
-    on_gpu = resolve_use_gpu(use_gpu)
+    engine = resolve_engine(backend, use_gpu)
+    if engine.library == "torch":
+        own_queries = None if leave_one_out else queries
+        yield from torch_search.knn_chunks(
+            gallery, k, queries=own_queries, chunk_size=chunk_size, device=engine.device
+        )
+        return
+    on_gpu = engine.gpu
     if on_gpu and search_k > GPU_MAX_K:
         warnings.warn(
             f"k={search_k} exceeds faiss's GPU limit of {GPU_MAX_K} neighbours; searching on the CPU instead",
