@@ -13,7 +13,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 import layouts
-from noisydml.train import CONFIG_PATH
+from noisydml.cli import CONFIG_PATH
 
 # Small and fast: one short epoch on digits, CSV logging only.
 TINY = [

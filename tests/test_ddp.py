@@ -26,9 +26,10 @@ from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, open_dict
 from pytorch_lightning.strategies import DDPStrategy
 
+from noisydml.cli import CONFIG_PATH
 from noisydml.data import Digits, MetricDataModule
 from noisydml.noise import NoNoise
-from noisydml.train import CONFIG_PATH, train
+from noisydml.train import train
 
 WORLD_SIZE = 2
 P = 5

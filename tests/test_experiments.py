@@ -8,7 +8,8 @@ import pytest
 import torchvision
 
 import layouts
-from noisydml.train import CONFIG_PATH, train
+from noisydml.cli import CONFIG_PATH
+from noisydml.train import train
 
 EXPERIMENTS = sorted(
     str(p.relative_to(Path(CONFIG_PATH) / "experiment").with_suffix(""))

@@ -1,4 +1,9 @@
-"""Atomic file writes: a reader (or a crash) never sees half a results file."""
+"""Atomic file writes: a reader (or a crash) never sees half a results file.
+
+The file keeps the mode an ordinary ``open()`` would give it (0666 less the user's umask), so a
+lab-mate on a shared cluster can read a run's results and checkpoints: ``tempfile.mkstemp`` alone
+creates it 0600.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode, newline="" if "b" not in mode else None) as f:
             yield f
             f.flush()
@@ -26,6 +32,13 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    # The umask can only be read by setting it; set it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: str | Path, data: Any) -> None:

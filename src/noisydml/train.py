@@ -1,12 +1,12 @@
-"""``noisydml``: compose the config, build the parts, fit, test, and write the run's results."""
+"""A run: build the parts of a composed config, fit, test, and write the run's results.
+
+The command line is :mod:`noisydml.cli`, which imports this module only when a run starts."""
 
 from __future__ import annotations
 
 import time
-import warnings
 from pathlib import Path
 
-import hydra
 import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
@@ -15,18 +15,12 @@ from pytorch_lightning.plugins.environments import SLURMEnvironment
 
 from noisydml.checkpointing import resume_checkpoint
 from noisydml.module import EmbeddingModule
+from noisydml.progress import EpochLine, wants_progress_bar
+from noisydml.quiet import quiet_wandb, silence_known_noise
 from noisydml.results import completed_results, config_differences, format_metrics, write_results
 from noisydml.wandb_mode import choose_wandb_mode
 
-CONFIG_PATH = str(Path(__file__).resolve().parents[2] / "conf")
-
-# The launcher config is resolved in the submitting process, which imports this module.
-OmegaConf.register_new_resolver(
-    "noisydml.gpus", lambda accelerator, devices: 0 if accelerator == "cpu" else devices, replace=True
-)
-
-# The P x K sampler resumes mid-epoch on its own (PKSampler.resume_at), which Lightning cannot see.
-warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before the epoch ended")
+silence_known_noise()
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
@@ -38,6 +32,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         return _already_done(run_dir, done, resolved)
     checkpoint = resume_checkpoint(run_dir) if cfg.resume == "auto" else None
     choose_wandb_mode()
+    quiet_wandb()
     if cfg.cpu_threads is not None:
         torch.set_num_threads(cfg.cpu_threads)
     pl.seed_everything(cfg.seed, workers=True)
@@ -62,12 +57,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
     for logger in loggers:
         logger.log_hyperparams(resolved)
     callbacks = [instantiate(callback) for callback in cfg.callbacks.values()]
+    progress_bar = wants_progress_bar(cfg.trainer.enable_progress_bar)
+    if not progress_bar:
+        callbacks.append(EpochLine())
     plugins = [instantiate(plugin) for plugin in cfg.trainer.get("plugins") or []]
     if SLURMEnvironment.detect():
         # submitit owns requeueing on SLURM; Lightning's own would write a second, mid-step checkpoint
         # that trainer.test() then silently loads.
         plugins.append(SLURMEnvironment(auto_requeue=False))
-    trainer = instantiate(cfg.trainer, logger=loggers, callbacks=callbacks, plugins=plugins)
+    trainer = instantiate(
+        cfg.trainer, logger=loggers, callbacks=callbacks, plugins=plugins, enable_progress_bar=progress_bar
+    )
     try:
         if checkpoint is not None:
             print(f"resuming from {checkpoint}")
@@ -115,13 +115,3 @@ def _finish_wandb() -> None:
     import wandb
 
     wandb.finish()
-
-
-@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="config")
-def main(cfg: DictConfig) -> float | None:
-    metrics = train(cfg)
-    return metrics.get(cfg.get("optimized_metric") or "")
-
-
-if __name__ == "__main__":
-    main()

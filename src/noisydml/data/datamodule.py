@@ -237,7 +237,8 @@ def _subset(noisy: NoisyLabels, mask: np.ndarray) -> NoisyLabels:
 
 def _write_labels(path: Path, noisy: NoisyLabels) -> None:
     with atomic_write(path) as f:
-        writer = csv.writer(f)
+        # csv's default line end is CRLF; LF like every other text file of a run.
+        writer = csv.writer(f, lineterminator="\n")
         writer.writerow(["index", "true", "observed"])
         rows = zip(noisy.indices.tolist(), noisy.true.tolist(), noisy.observed.tolist(), strict=True)
         writer.writerows(rows)

@@ -163,7 +163,7 @@ class BSPMLLoss(MultiSimilarityLoss, TrainingHooks):
         train_set = self._require_setup()
         weights = self.weights[torch.as_tensor(train_set.indices, device=self.weights.device)]
         with atomic_write(Path(run_dir) / "sample_weights.csv") as f:
-            writer = csv.writer(f)
+            writer = csv.writer(f, lineterminator="\n")
             writer.writerow(["index", "weight"])
             writer.writerows(zip(train_set.indices.tolist(), weights.tolist(), strict=True))
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
 MULTIRUN_FILE = "multirun.yaml"
-# The project's config folder (as noisydml.train's CONFIG_PATH, without importing the trainer).
+# The project's config folder (as noisydml.cli's CONFIG_PATH).
 CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 # Logged once per epoch during training; the report reads the last value (BSPML's Eq. 14 and its
 # noise diagnostic).

@@ -1,0 +1,41 @@
+"""Known-harmless library messages, silenced where they come from, so a run's log shows the run.
+
+Each filter names the message it drops and why it is harmless here; anything else still shows.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+
+class _DropTips(logging.Filter):
+    """Lightning's advertisements for its cloud products, printed at every Trainer start."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("💡 Tip")
+
+
+def silence_known_noise() -> None:
+    """Install the filters; idempotent."""
+    # faiss reports, at INFO, each CPU build it tries before the one that loads.
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+    rank_zero = logging.getLogger("pytorch_lightning.utilities.rank_zero")
+    if not any(isinstance(f, _DropTips) for f in rank_zero.filters):
+        rank_zero.addFilter(_DropTips())
+    # Lightning's own use of a torch API deprecated in a later torch; nothing a user can change.
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+    # The P x K sampler resumes mid-epoch on its own (PKSampler.resume_at), which Lightning cannot see.
+    warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before the epoch")
+
+
+def quiet_wandb() -> None:
+    """W&B's banner, its per-run history table and a deprecation notice about a setting Lightning passes
+    (``anonymous=None``) stay out of the log: the run directory printed at the end says where the W&B
+    run is. ``WANDB_SILENT=false`` brings them back. Call after ``WANDB_MODE`` is chosen: W&B reads its
+    settings from the environment when set up, which must come before Lightning's ``wandb.init``."""
+    import wandb
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    wandb.setup()
