@@ -17,7 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from noisydml import CONFIG_DIR
+
+EXPERIMENTS = CONFIG_DIR / "experiment"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,11 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, after --")
     args = parser.parse_args(argv)
 
-    if not (ROOT / "conf" / "experiment" / f"{args.experiment}.yaml").is_file():
-        known = sorted(
-            str(p.relative_to(ROOT / "conf" / "experiment").with_suffix(""))
-            for p in (ROOT / "conf" / "experiment").rglob("*.yaml")
-        )
+    if not (EXPERIMENTS / f"{args.experiment}.yaml").is_file():
+        known = sorted(str(p.relative_to(EXPERIMENTS).with_suffix("")) for p in EXPERIMENTS.rglob("*.yaml"))
         parser.error(f"experiment={args.experiment} does not exist; choose one of: {', '.join(known)}")
 
     sweep_dir = Path(args.out) / args.experiment

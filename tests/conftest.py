@@ -13,7 +13,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 import layouts
-from noisydml.cli import CONFIG_PATH
+from noisydml import CONFIG_DIR
 
 # Small and fast: one short epoch on digits, CSV logging only.
 TINY = [
@@ -31,7 +31,7 @@ def compose_config(tmp_path: Path) -> Callable[..., DictConfig]:
 
     def _compose(*overrides: str, tiny: bool = True, run: str = "run") -> DictConfig:
         GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = compose(
                 "config",
                 overrides=[*(TINY if tiny else []), *overrides],

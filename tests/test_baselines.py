@@ -4,7 +4,6 @@ or a brute-force loop, and each trained end to end through Hydra on digits."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,11 +14,10 @@ from pytorch_metric_learning import losses
 from pytorch_metric_learning.distances import CosineSimilarity, LpDistance, SNRDistance
 from pytorch_metric_learning.reducers import MeanReducer
 
+from noisydml import CONFIG_DIR
 from noisydml.losses import ProxyAnchorLoss, RescaledHingeTripletLoss
 from noisydml.train import train
 from training_sets import of_classes
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 # The five 2-d embeddings of test_losses.py; x1 = (0, 3) only comes out right if it is normalised.
 EMBEDDINGS = torch.tensor([[1.0, 0.0], [0.0, 3.0], [0.6, 0.8], [0.8, 0.6], [-1.0, 0.0]], dtype=torch.float64)
@@ -30,13 +28,13 @@ TRIPLETS = (torch.tensor([0, 0, 2, 3, 0]), torch.tensor([1, 1, 3, 2, 1]), torch.
 
 
 def load_loss(name: str, **overrides):
-    cfg = OmegaConf.load(CONF / "loss" / f"{name}.yaml")
+    cfg = OmegaConf.load(CONFIG_DIR / "loss" / f"{name}.yaml")
     cfg.merge_with(overrides)
     return instantiate(cfg)
 
 
 def load_miner(name: str):
-    return instantiate(OmegaConf.load(CONF / "miner" / f"{name}.yaml"))
+    return instantiate(OmegaConf.load(CONFIG_DIR / "miner" / f"{name}.yaml"))
 
 
 def test_contrastive_cosine_equals_hand_value():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,6 +21,7 @@ from sklearn.metrics import average_precision_score
 from torch import nn
 from torch.distributions import Normal, kl_divergence
 
+from noisydml import CONFIG_DIR
 from noisydml.hooks import TrainingSet
 from noisydml.losses import BayesianTripletLoss
 from noisydml.metrics import evaluate
@@ -31,7 +31,6 @@ from noisydml.models.bayesian import gaussian_kl
 from noisydml.module import EmbeddingModule
 from noisydml.train import train
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 BDML = ("backbone=bayesian_mlp", "loss=bayesian_triplet", "miner=all")
 BLMNN = ("backbone=bayesian_linear", "loss=bayesian_triplet", "miner=all")
 DML = (
@@ -191,7 +190,7 @@ def test_bad_backbone_options_name_their_key(kwargs, key):
     ],
 )
 def test_bayesian_backbone_configs_hold_the_papers_networks(name, layers, bias, prior):
-    net = instantiate(OmegaConf.load(CONF / "backbone" / f"{name}.yaml"))
+    net = instantiate(OmegaConf.load(CONFIG_DIR / "backbone" / f"{name}.yaml"))
     assert [(layer.in_features, layer.out_features) for layer in net.layers] == layers
     assert all((layer.bias_mu is not None) == bias for layer in net.layers)
     mean, weight_std, bias_std = prior
@@ -207,7 +206,7 @@ def test_bayesian_backbone_configs_hold_the_papers_networks(name, layers, bias, 
 
 
 def test_identity_backbone_config_flattens_and_has_nothing_to_train():
-    net = instantiate(OmegaConf.load(CONF / "backbone" / "identity.yaml"))
+    net = instantiate(OmegaConf.load(CONFIG_DIR / "backbone" / "identity.yaml"))
     x = torch.rand(3, 1, 8, 8)
     torch.testing.assert_close(net(x), x.flatten(1))
     assert list(net.parameters()) == []
@@ -227,7 +226,7 @@ HAND_LABELS = torch.tensor([0, 0, 1, 1])
 
 def load_loss(*overrides: str) -> BayesianTripletLoss:
     cfg = OmegaConf.merge(
-        OmegaConf.load(CONF / "loss" / "bayesian_triplet.yaml"), OmegaConf.from_dotlist(list(overrides))
+        OmegaConf.load(CONFIG_DIR / "loss" / "bayesian_triplet.yaml"), OmegaConf.from_dotlist(list(overrides))
     )
     return instantiate(cfg)
 

@@ -26,7 +26,7 @@ from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, open_dict
 from pytorch_lightning.strategies import DDPStrategy
 
-from noisydml.cli import CONFIG_PATH
+from noisydml import CONFIG_DIR
 from noisydml.data import Digits, MetricDataModule
 from noisydml.noise import NoNoise
 from noisydml.train import train
@@ -106,7 +106,7 @@ def _config(case: str, world_size: int, run_dir: Path) -> DictConfig:
     if world_size > 1:
         overrides += ["trainer=ddp_cpu", f"trainer.devices={world_size}"]
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("config", overrides)
     GlobalHydra.instance().clear()
     with open_dict(cfg):
@@ -224,7 +224,7 @@ def test_the_trainers_setup_call_gives_each_process_its_share_of_the_epoch():
 @pytest.mark.parametrize(("option", "accelerator"), [("ddp", "auto"), ("ddp_cpu", "cpu")])
 def test_ddp_trainer_configs_run_one_process_per_device(option, accelerator, tmp_path):
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         overrides = [f"trainer={option}", "trainer.devices=4", "trainer.accelerator=cpu"]
         cfg = compose("config", [*overrides, f"paths.output_dir={tmp_path}"])
         unset = compose("config", [f"trainer={option}"])

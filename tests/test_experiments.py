@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torchvision
 
 import layouts
-from noisydml.cli import CONFIG_PATH
+from noisydml import CONFIG_DIR
 from noisydml.train import train
 
 EXPERIMENTS = sorted(
-    str(p.relative_to(Path(CONFIG_PATH) / "experiment").with_suffix(""))
-    for p in (Path(CONFIG_PATH) / "experiment").rglob("*.yaml")
+    str(p.relative_to(CONFIG_DIR / "experiment").with_suffix(""))
+    for p in (CONFIG_DIR / "experiment").rglob("*.yaml")
 )
 # Tiny images: no pretrained weights, small inputs.
 TINY_IMAGES = [

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from itertools import product
 from math import sqrt
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,9 +13,9 @@ from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.losses import ContrastiveLoss, MarginLoss, TripletMarginLoss
 from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
 
+from noisydml import CONFIG_DIR
 from noisydml.losses import MarginalLoss
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 LOSSES = ["triplet", "marginal", "contrastive"]
 MINERS = ["random_semihard", "fixed_semihard", "batch_hard", "all"]
 AVG_NON_ZERO = "loss.reducer._target_=pytorch_metric_learning.reducers.AvgNonZeroReducer"
@@ -62,7 +61,7 @@ CONTRASTIVE_NON_ZERO = CONTRASTIVE_POS + CONTRASTIVE_NEG / 4  # 1.132731
 
 def load_loss(*overrides: str):
     cfg = OmegaConf.merge(
-        OmegaConf.create({"loss": OmegaConf.load(CONF / "loss" / f"{overrides[0]}.yaml")}),
+        OmegaConf.create({"loss": OmegaConf.load(CONFIG_DIR / "loss" / f"{overrides[0]}.yaml")}),
         OmegaConf.from_dotlist(list(overrides[1:])),
     )
     return instantiate(cfg.loss)
@@ -147,7 +146,7 @@ def test_loss_configs_use_the_paper_parameters():
 def test_loss_and_miner_configs_train(loss_name, miner_name):
     torch.manual_seed(0)
     loss = load_loss(loss_name)
-    miner = instantiate(OmegaConf.load(CONF / "miner" / f"{miner_name}.yaml"))
+    miner = instantiate(OmegaConf.load(CONFIG_DIR / "miner" / f"{miner_name}.yaml"))
     labels = torch.arange(4).repeat_interleave(5)
     embeddings = torch.randn(20, 8, requires_grad=True)
     value = loss(embeddings, labels, miner(embeddings, labels))

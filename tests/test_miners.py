@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from hydra.utils import instantiate
@@ -12,9 +10,10 @@ from pytorch_metric_learning.distances import CosineSimilarity, LpDistance
 from scipy.stats import chi2
 
 from batches import LABEL_SETS, as_list, draw_counts, random_batch
+from noisydml import CONFIG_DIR
 from noisydml.miners import AllTripletsMiner, FixedSemihardMiner, RandomSemihardMiner
 
-MINER_CONFIGS = Path(__file__).resolve().parents[1] / "conf" / "miner"
+MINER_CONFIGS = CONFIG_DIR / "miner"
 MARGIN = 0.2
 SEEDS = range(8)
 

@@ -11,10 +11,11 @@ import torchvision
 from omegaconf import OmegaConf
 from torch import nn
 
+from noisydml import CONFIG_DIR
 from noisydml.models import MLP, EmbeddingNet, LeNet, SmallCNN, torchvision_trunk
 from noisydml.models.torchvision_trunks import cached_weights_path
 
-BACKBONE_DIR = Path(__file__).resolve().parents[1] / "conf" / "backbone"
+BACKBONE_DIR = CONFIG_DIR / "backbone"
 
 # Per config: the input it is meant for and the embedding width it gives.
 BACKBONES = {

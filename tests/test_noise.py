@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from scipy import stats
 
+from noisydml import CONFIG_DIR
 from noisydml.noise import (
     ClassConditionalNoise,
     ExactNoise,
@@ -27,7 +27,7 @@ from noisydml.noise import (
     triplet_noise_bound,
 )
 
-NOISE_CONF = Path(__file__).resolve().parents[1] / "conf" / "noise"
+NOISE_CONF = CONFIG_DIR / "noise"
 
 # Class ids that are neither contiguous nor start at 0, as a data set's own ids may be.
 CLASS_IDS = np.array([3, 7, 10, 42, 99])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,15 +11,14 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from pytorch_metric_learning import losses
 
+from noisydml import CONFIG_DIR
 from noisydml.losses import ProxyNCALoss
 from noisydml.train import train
 from training_sets import of_classes
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
-
 
 def config_loss(embedding_size: int) -> ProxyNCALoss:
-    cfg = OmegaConf.load(CONF / "loss" / "proxy_nca.yaml")
+    cfg = OmegaConf.load(CONFIG_DIR / "loss" / "proxy_nca.yaml")
     cfg.embedding_size = embedding_size
     return instantiate(cfg)
 

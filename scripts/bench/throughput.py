@@ -19,14 +19,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import time
-from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from measure import machine, print_table
 
-CONF = str(Path(__file__).resolve().parents[2] / "conf")
+from noisydml import CONFIG_DIR
+
 SETTINGS = {
     "fp32": {},
     "bf16 autocast": {"bf16": True},
@@ -38,7 +38,7 @@ SETTINGS = {
 
 
 def build(device: torch.device, channels_last: bool = False, compile: bool = False, **_):
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["backbone=resnet50", "backbone.trunk.pretrained=false"])
     backbone = instantiate(cfg.backbone).to(device)
     if channels_last:

@@ -4,14 +4,11 @@ torch and Lightning load only when a run starts (:mod:`noisydml.train`).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from noisydml import CONFIG_DIR
 from noisydml.quiet import silence_known_noise
-
-CONFIG_PATH = str(Path(__file__).resolve().parents[2] / "conf")
 
 # The launcher config is resolved in the submitting process, which imports this module.
 OmegaConf.register_new_resolver(
@@ -19,7 +16,7 @@ OmegaConf.register_new_resolver(
 )
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float | None:
     # Before the trainer's imports: faiss logs as it loads.
     silence_known_noise()

@@ -33,14 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from noisydml import CONFIG_DIR
 from noisydml.results import RESULTS_FILE
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
 MULTIRUN_FILE = "multirun.yaml"
-# The project's config folder (as noisydml.cli's CONFIG_PATH).
-CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 # Logged once per epoch during training; the report reads the last value (BSPML's Eq. 14 and its
 # noise diagnostic).
 EPOCH_METRICS = ("train/maw", "train/sdaw", "train/flipped_auc")
@@ -280,7 +279,7 @@ def _never_run(base: dict, base_choices: dict, job: dict[str, Any]) -> tuple[dic
 def method_config(option: str) -> tuple[dict[str, str], str | None]:
     """The groups ``conf/method/<option>.yaml`` overrides (``- override /loss: triplet``) and its
     ``report.method``, read from the project's conf/ folder; nothing when the file is not there."""
-    path = CONF_DIR / "method" / f"{option}.yaml"
+    path = CONFIG_DIR / "method" / f"{option}.yaml"
     if not path.is_file():
         return {}, None
     node = _read_yaml(path) or {}
