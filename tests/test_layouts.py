@@ -27,11 +27,12 @@ from noisydml.data.cars import Cars196
 from noisydml.data.cub import CUB200
 from noisydml.data.features import PrecomputedFeatures
 from noisydml.data.flowers import Flowers102
-from noisydml.data.images import ImageListDataset, UnreadableImageError
+from noisydml.data.images import ImageListDataset
 from noisydml.data.inshop import InShop
 from noisydml.data.sop import StanfordOnlineProducts
 from noisydml.data.torchvision_sets import CIFAR10, MNIST, FashionMNIST, Omniglot
 from noisydml.data.transforms import IMAGENET_MEAN, IMAGENET_STD
+from noisydml.data.unreadable import UnreadableImageError
 
 SMALL = {"image_size": 32, "resize": 36}
 

@@ -48,8 +48,8 @@ from PIL import Image
 from torchvision.transforms import v2
 from torchvision.transforms.functional import resize as resize_pil
 
-from noisydml.data.images import PIL_ERRORS, UnreadableImageError
 from noisydml.data.transforms import IMAGENET_MEAN, IMAGENET_STD
+from noisydml.data.unreadable import PIL_ERRORS, UnreadableImageError
 
 CACHE_VERSION = 1
 

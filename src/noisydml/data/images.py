@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import scipy.io
@@ -13,24 +13,9 @@ import torch
 from PIL import Image
 
 from noisydml.data.base import DatasetLayoutError, LabeledDataset, Splits
+from noisydml.data.image_cache import DecodedImageCache, cached_test_transform, cached_train_transform
 from noisydml.data.transforms import test_transform, train_transform
-
-if TYPE_CHECKING:
-    from noisydml.data.image_cache import DecodedImageCache
-
-# What PIL raises for a file it cannot identify, a truncated or broken header, or a missing file.
-PIL_ERRORS = (OSError, SyntaxError)
-
-
-class UnreadableImageError(OSError):
-    """An image file that PIL cannot open."""
-
-    def __init__(self, path: str | Path, error: Exception):
-        super().__init__(
-            f"cannot read image {path}: {error}. Replace the file, or set dataset.skip_unreadable=true "
-            f"to drop unreadable images before training."
-        )
-        self.path = str(path)
+from noisydml.data.unreadable import PIL_ERRORS, UnreadableImageError
 
 
 class ImageListDataset(LabeledDataset):
@@ -165,15 +150,13 @@ class ImageLayout:
         paths = [self.root / relpath for relpath in relpaths]
         cache = None
         if self.cache_decoded:
-            from noisydml.data import image_cache
-
-            cached_evaluation = image_cache.cached_test_transform(self.image_size)
-            cache = image_cache.DecodedImageCache(
+            cached_evaluation = cached_test_transform(self.image_size)
+            cache = DecodedImageCache(
                 self.name,
                 self.root,
                 "train" if train else "test",
                 self.resize,
-                transform=image_cache.cached_train_transform(self.image_size) if train else cached_evaluation,
+                transform=cached_train_transform(self.image_size) if train else cached_evaluation,
                 eval_transform=cached_evaluation,
                 cache_dir=self.cache_dir,
             )
