@@ -32,7 +32,6 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,9 +46,9 @@ from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning import reducers as pml_reducers
 from pytorch_metric_learning.distances import SNRDistance
 
+from noisydml import CONFIG_DIR
 from noisydml.hooks import TrainingHooks, TrainingSet
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 DIM = 512
 # P x K of each batch size: the project's default 10 x 6 for 60, K = 6 or 4 above (1024: 256 x 4).
 BATCHES = {60: (10, 6), 120: (20, 6), 160: (40, 4), 256: (64, 4), 1024: (256, 4)}
@@ -79,17 +78,17 @@ class Option:
 
 def compose_option(group: str, name: str, P: int, K: int) -> DictConfig:
     overrides = [f"{group}={name}", f"data.P={P}", f"data.K={K}", f"backbone.embedding_size={DIM}"]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose("config", overrides=overrides)
 
 
 def options(group: str) -> list[str]:
-    return sorted(path.stem for path in (CONF / group).glob("*.yaml"))
+    return sorted(path.stem for path in (CONFIG_DIR / group).glob("*.yaml"))
 
 
 def paired_miner(loss_name: str, default: str) -> str:
     """The miner a loss's YAML pairs it with: the first ``miner=<name>`` in its text, else ``default``."""
-    text = (CONF / "loss" / f"{loss_name}.yaml").read_text()
+    text = (CONFIG_DIR / "loss" / f"{loss_name}.yaml").read_text()
     found = re.search(r"miner=(\w+)", text)
     return found.group(1) if found else default
 
@@ -130,7 +129,8 @@ def pml_miner_equivalents(miner: Any) -> dict[str, Any]:
             )
         }
     if name == "EasyPositiveMiner":
-        negatives = {"semihard": "semihard", "random": "all", "multi_similarity": "all"}.get(miner.negatives)
+        pml_rules = {"semihard": "semihard", "random": "all", "multi_similarity": "all"}
+        negatives = pml_rules.get(miner.negatives.name)
         if negatives is None:
             return {}
         return {
@@ -336,7 +336,7 @@ def main() -> None:
         f"{resnet * 1e3:.0f} ms/image",
         flush=True,
     )
-    defaults = OmegaConf.to_container(OmegaConf.load(CONF / "config.yaml").defaults)
+    defaults = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "config.yaml").defaults)
     default_miner = next(d["miner"] for d in defaults if isinstance(d, dict) and "miner" in d)
 
     skipped: list[str] = []

@@ -5,7 +5,13 @@ Batch-hard, distance-weighted and multi-similarity mining are PML's, targeted di
 """
 
 from noisydml.miners.all_triplets import AllTripletsMiner
-from noisydml.miners.easy_positive import EasyPositiveMiner
+from noisydml.miners.easy_positive import EasyPositiveMiner, NegativeRule
 from noisydml.miners.semihard import FixedSemihardMiner, RandomSemihardMiner
 
-__all__ = ["AllTripletsMiner", "EasyPositiveMiner", "FixedSemihardMiner", "RandomSemihardMiner"]
+__all__ = [
+    "AllTripletsMiner",
+    "EasyPositiveMiner",
+    "NegativeRule",
+    "FixedSemihardMiner",
+    "RandomSemihardMiner",
+]

@@ -1,6 +1,13 @@
-"""Easy positive sampling, EPS (Levi et al. 2021, Sec. 4.3): each anchor's nearest same-class sample."""
+"""Easy positive sampling, EPS (Levi et al. 2021, Sec. 4.3): each anchor's nearest same-class sample.
+
+The negative follows a rule, an object of its own (Sec. 4.3 (a)-(d), Sec. 5.2.3): which samples it
+allows and how the miner returns them. ``miner.negatives`` names one of :data:`NEGATIVE_RULES`; a new
+base method's rule is a new subclass of :class:`NegativeRule`, not a branch in the miner.
+"""
 
 from __future__ import annotations
+
+import inspect
 
 import torch
 from pytorch_metric_learning.distances import BaseDistance, CosineSimilarity, LpDistance
@@ -9,50 +16,168 @@ from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
 from noisydml.miners.draw import draw_one
 
-NEGATIVES = ("random", "semihard", "distance_weighted", "multi_similarity")
+
+class NegativeRule:
+    """How EPS picks each anchor's negative; this base allows every sample of another class.
+
+    ``dist`` is always a distance (the miner negates a similarity), ``d_ap`` each anchor's distance to
+    its easy positive, ``allowed`` the negatives of another class that :meth:`candidates` allows.
+    """
+
+    # The rule's ``miner.negatives`` name.
+    name: str
+
+    def default_distance(self) -> BaseDistance:
+        """The distance the rule's parameters are in: Euclidean on the unit sphere."""
+        return LpDistance(normalize_embeddings=True, p=2, power=1)
+
+    def check(self, distance: BaseDistance) -> None:
+        """Raise when the rule cannot work with the miner's ``distance``."""
+
+    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor) -> torch.Tensor:
+        """Which samples the rule allows as each anchor's negative (class aside)."""
+        return torch.ones_like(dist, dtype=torch.bool)
+
+    def weights(self, dist: torch.Tensor, allowed: torch.Tensor, dim: int) -> torch.Tensor:
+        """How likely each allowed negative is to be drawn (rows of anchors): uniformly."""
+        return allowed
+
+    def tuples(
+        self, keep: torch.Tensor, positives: torch.Tensor, allowed: torch.Tensor, dist: torch.Tensor, dim: int
+    ) -> tuple[torch.Tensor, ...]:
+        """The miner's output for the anchors in ``keep`` (those with a positive and an allowed
+        negative): triplets ``(a, p_a, n)``, one negative per anchor drawn by :meth:`weights` from
+        torch's global generator; ``dim`` is the embedding size."""
+        anchors = torch.nonzero(keep).squeeze(1)
+        allowed = allowed[anchors]
+        return anchors, positives[anchors], draw_one(self.weights(dist[anchors], allowed, dim))
+
+
+class RandomNegatives(NegativeRule):
+    """A negative uniform among the samples of other classes (EPS + Triplet)."""
+
+    name = "random"
+
+
+class SemihardNegatives(NegativeRule):
+    """A negative uniform among the FaceNet semi-hard ones (Schroff et al. 2015, Sec. 3.2),
+    ``d_ap < d_an < d_ap + margin``: farther than the easy positive but inside the margin (EPS + Trip. +
+    SH). Keep ``margin`` equal to the triplet loss's."""
+
+    name = "semihard"
+
+    def __init__(self, margin: float = 0.2):
+        self.margin = margin
+
+    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor) -> torch.Tensor:
+        return (dist > d_ap) & (dist < d_ap + self.margin)
+
+
+class DistanceWeightedNegatives(NegativeRule):
+    """Wu et al. 2017 (Sec. 4), EPS + Dist-Margin: a negative drawn with probability proportional to
+    ``q(d_an)^-1``, ``q(d) ~ d^(n-2) (1 - d^2/4)^((n-3)/2)`` the density of distances between uniform
+    points on the unit sphere of R^n, ``d`` clamped below at ``cutoff`` and negatives at
+    ``d_an >= nonzero_loss_cutoff`` excluded (their margin loss is zero); distances are the anchor's, as
+    in the reference code."""
+
+    name = "distance_weighted"
+
+    def __init__(self, cutoff: float = 0.5, nonzero_loss_cutoff: float = 1.4):
+        # Unit vectors are at most 2 apart; q(d) vanishes at d = 2.
+        if not 0 < cutoff < nonzero_loss_cutoff <= 2:
+            raise ValueError(
+                f"miner.cutoff={cutoff}, miner.nonzero_loss_cutoff={nonzero_loss_cutoff}: "
+                "need 0 < cutoff < nonzero_loss_cutoff <= 2 (distances on the unit sphere)"
+            )
+        self.cutoff = cutoff
+        self.nonzero_loss_cutoff = nonzero_loss_cutoff
+
+    def check(self, distance: BaseDistance) -> None:
+        if not _is_unit_sphere_euclidean(distance):
+            raise ValueError(
+                f"miner.distance={type(distance).__name__} cannot weigh negatives by Wu et al.'s "
+                "sphere density: miner.negatives=distance_weighted needs the Euclidean distance on the "
+                "unit sphere (LpDistance with normalize_embeddings=true, p=2, power=1, or null)"
+            )
+
+    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor) -> torch.Tensor:
+        return dist < self.nonzero_loss_cutoff
+
+    def weights(self, dist: torch.Tensor, allowed: torch.Tensor, dim: int) -> torch.Tensor:
+        """``q(d)^-1`` of Wu et al. 2017 (Sec. 4) for the allowed entries, 0 elsewhere, row max 1.
+
+        In float64 and scaled by each row's maximum: in 128 dimensions ``log q^-1`` spans about 90
+        between d = 0.5 and d = 1.4, which would underflow float32 for whole rows.
+        """
+        d = torch.where(allowed, dist, self.cutoff).to(torch.float64).clamp(min=self.cutoff)
+        log_inverse_q = (2.0 - dim) * torch.log(d) - ((dim - 3.0) / 2.0) * torch.log(1.0 - d.pow(2) / 4)
+        log_inverse_q = log_inverse_q.masked_fill(~allowed, -torch.inf)
+        return torch.exp(log_inverse_q - log_inverse_q.amax(dim=1, keepdim=True))
+
+
+class MultiSimilarityNegatives(NegativeRule):
+    """Wang et al. 2019's informative negatives (restated by Zhang et al. 2023, Eq. 4), EPS + MS: every
+    ``n`` with ``S_an > S_ap - epsilon``, the minimum over positives being the single easy positive once
+    EPS replaces MS's positive mining (Levi Sec. 5.2.3). Returns pairs ``(a1, p, a2, n)``: the easy
+    positive pair once and every informative negative pair, which the MS loss weighs jointly.
+    ``epsilon`` is a similarity margin, hence the cosine similarity by default."""
+
+    name = "multi_similarity"
+
+    def __init__(self, epsilon: float = 0.1):
+        self.epsilon = epsilon
+
+    def default_distance(self) -> BaseDistance:
+        return CosineSimilarity()
+
+    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor) -> torch.Tensor:
+        # S_an > S_ap - epsilon, with dist = -S.
+        return dist - self.epsilon < d_ap
+
+    def tuples(
+        self, keep: torch.Tensor, positives: torch.Tensor, allowed: torch.Tensor, dist: torch.Tensor, dim: int
+    ) -> tuple[torch.Tensor, ...]:
+        anchors = torch.nonzero(keep).squeeze(1)
+        neg_anchors, negatives = torch.where(allowed & keep.unsqueeze(1))
+        return anchors, positives[anchors], neg_anchors, negatives
+
+
+# ``miner.negatives=<name>``: the rule of that name, made from the miner's keys that are its parameters.
+NEGATIVE_RULES: dict[str, type[NegativeRule]] = {
+    rule.name: rule
+    for rule in (RandomNegatives, SemihardNegatives, DistanceWeightedNegatives, MultiSimilarityNegatives)
+}
 
 
 class EasyPositiveMiner(BaseMiner):
-    """One tuple per anchor: the positive is ``p_a = argmin_{t in C_a} ||f(t) - f(a)||`` (Sec. 4.3).
+    """One tuple per anchor: the positive is ``p_a = argmin_{t in C_a} ||f(t) - f(a)||`` (Sec. 4.3),
+    the negative by the rule ``negatives`` (a :class:`NegativeRule`, or a name in
+    :data:`NEGATIVE_RULES` made with its parameters among ``margin`` (semihard), ``cutoff`` and
+    ``nonzero_loss_cutoff`` (distance_weighted) and ``epsilon`` (multi_similarity); a rule object carries
+    its own, so those keys are then ignored).
 
-    The negative follows the base method the paper pairs EPS with (Sec. 4.3 (a)-(d), Sec. 5.2.3):
-
-    - ``random``: uniform among the samples of other classes.
-    - ``semihard``: uniform among the FaceNet semi-hard negatives (Schroff et al. 2015, Sec. 3.2),
-      ``d_ap < d_an < d_ap + margin``: farther than the easy positive but inside the margin.
-    - ``distance_weighted``: Wu et al. 2017 (Sec. 4), drawn with probability proportional to
-      ``q(d_an)^-1``, ``q(d) ~ d^(n-2) (1 - d^2/4)^((n-3)/2)`` the density of distances between
-      uniform points on the unit sphere of R^n, ``d`` clamped below at ``cutoff`` and negatives at
-      ``d_an >= nonzero_loss_cutoff`` excluded (their margin loss is zero); distances are the
-      anchor's, as in the reference code.
-    - ``multi_similarity``: Wang et al. 2019's informative negatives (restated by Zhang et al. 2023,
-      Eq. 4), every ``n`` with ``S_an > S_ap - epsilon``: the minimum over positives is the single
-      easy positive once EPS replaces MS's positive mining (Levi Sec. 5.2.3). Returns pairs
-      ``(a1, p, a2, n)``: the easy positive pair once and every informative negative pair, which the
-      MS loss weighs jointly.
-
-    The first three return triplets ``(a, p_a, n)``. Ties among positives go to the lowest batch
-    index; random draws use torch's global generator (seeded by Lightning's ``seed_everything``).
+    Ties among positives go to the lowest batch index; random draws use torch's global generator (seeded
+    by Lightning's ``seed_everything``).
 
     An anchor without a same-class sample in the batch has no EPS positive and yields nothing
-    (``num_anchors_without_positive``). One whose negatives all fail the strategy's rule yields nothing
-    either (``num_anchors_without_negative``, also every anchor of a single-class batch): semi-hard
-    mining leaves out the negatives closer than the positive on purpose and those past the margin
-    have zero loss, Wu's cutoff leaves out only zero-loss negatives, and an MS anchor without an
-    informative negative is skipped with its positive pair, as the MS code of the framework Levi et al.
-    ran (Roth et al. 2020) skips it. That framework's semi-hard sampler instead falls back to a random
-    negative; a negative outside the rule is a different miner, and the project's other semi-hard
-    miners drop such tuples too. Both counts are PML recordable stats.
+    (``num_anchors_without_positive``). One whose negatives all fail the rule yields nothing either
+    (``num_anchors_without_negative``, also every anchor of a single-class batch): semi-hard mining
+    leaves out the negatives closer than the positive on purpose and those past the margin have zero
+    loss, Wu's cutoff leaves out only zero-loss negatives, and an MS anchor without an informative
+    negative is skipped with its positive pair, as the MS code of the framework Levi et al. ran (Roth et
+    al. 2020) skips it. That framework's semi-hard sampler instead falls back to a random negative; a
+    negative outside the rule is a different miner, and the project's other semi-hard miners drop such
+    tuples too. Both counts are PML recordable stats.
 
-    ``distance`` None uses the strategy's own: cosine similarity for ``multi_similarity`` (its
-    ``epsilon`` is a similarity margin), Euclidean distance on the unit sphere otherwise (the units of
-    ``margin`` and of Wu's cutoffs; keep it equal to the loss's distance). A similarity is negated so
-    that "nearest" and the rules above read the same for both.
+    ``distance`` None uses the rule's own: cosine similarity for ``multi_similarity`` (its ``epsilon``
+    is a similarity margin), Euclidean distance on the unit sphere otherwise (the units of ``margin``
+    and of Wu's cutoffs; keep it equal to the loss's distance). A similarity is negated so that
+    "nearest" and the rules read the same for both.
     """
 
     def __init__(
         self,
-        negatives: str = "semihard",
+        negatives: str | NegativeRule = "semihard",
         margin: float = 0.2,
         cutoff: float = 0.5,
         nonzero_loss_cutoff: float = 1.4,
@@ -60,37 +185,19 @@ class EasyPositiveMiner(BaseMiner):
         distance: BaseDistance | None = None,
         **kwargs,
     ):
-        if negatives not in NEGATIVES:
-            raise ValueError(f"miner.negatives={negatives!r} is not one of {', '.join(NEGATIVES)}")
-        if distance is None:
-            distance = (
-                CosineSimilarity()
-                if negatives == "multi_similarity"
-                else LpDistance(normalize_embeddings=True, p=2, power=1)
+        if isinstance(negatives, str):
+            negatives = negative_rule(
+                negatives,
+                margin=margin,
+                cutoff=cutoff,
+                nonzero_loss_cutoff=nonzero_loss_cutoff,
+                epsilon=epsilon,
             )
-        super().__init__(distance=distance, **kwargs)
-        if negatives == "distance_weighted" and not _is_unit_sphere_euclidean(self.distance):
-            raise ValueError(
-                f"miner.distance={type(self.distance).__name__} cannot weigh negatives by Wu et al.'s "
-                "sphere density: miner.negatives=distance_weighted needs the Euclidean distance on the "
-                "unit sphere (LpDistance with normalize_embeddings=true, p=2, power=1, or null)"
-            )
-        # Unit vectors are at most 2 apart; q(d) vanishes at d = 2.
-        if not 0 < cutoff < nonzero_loss_cutoff <= 2:
-            raise ValueError(
-                f"miner.cutoff={cutoff}, miner.nonzero_loss_cutoff={nonzero_loss_cutoff}: "
-                "need 0 < cutoff < nonzero_loss_cutoff <= 2 (distances on the unit sphere)"
-            )
+        super().__init__(distance=negatives.default_distance() if distance is None else distance, **kwargs)
+        negatives.check(self.distance)
         self.negatives = negatives
-        self.margin = margin
-        self.cutoff = cutoff
-        self.nonzero_loss_cutoff = nonzero_loss_cutoff
-        self.epsilon = epsilon
         self.num_anchors_without_positive = 0
         self.num_anchors_without_negative = 0
-        self.add_to_recordable_attributes(
-            list_of_names=["margin", "cutoff", "nonzero_loss_cutoff", "epsilon"], is_stat=False
-        )
         self.add_to_recordable_attributes(
             list_of_names=["num_anchors_without_positive", "num_anchors_without_negative"], is_stat=True
         )
@@ -110,43 +217,20 @@ class EasyPositiveMiner(BaseMiner):
         # argmin returns the first minimum, so ties go to the lowest index.
         positives = torch.where(is_positive, dist, torch.inf).argmin(dim=1)
         d_ap = dist.gather(1, positives.unsqueeze(1))
-        allowed = is_negative & self.candidates(dist, d_ap)
+        allowed = is_negative & self.negatives.candidates(dist, d_ap)
         keep = has_positive & allowed.any(dim=1)
         self.num_anchors_without_positive = int((~has_positive).sum())
         self.num_anchors_without_negative = int((has_positive & ~keep).sum())
+        return self.negatives.tuples(keep, positives, allowed, dist, embeddings.size(1))
 
-        anchors = torch.nonzero(keep).squeeze(1)
-        if self.negatives == "multi_similarity":
-            neg_anchors, negatives = torch.where(allowed & keep.unsqueeze(1))
-            return anchors, positives[anchors], neg_anchors, negatives
-        allowed = allowed[anchors]
-        if self.negatives == "distance_weighted":
-            weights = self.sphere_weights(dist[anchors], allowed, embeddings.size(1))
-        else:
-            weights = allowed
-        return anchors, positives[anchors], draw_one(weights)
 
-    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor) -> torch.Tensor:
-        """Which samples the strategy allows as each anchor's negative (class aside)."""
-        if self.negatives == "semihard":
-            return (dist > d_ap) & (dist < d_ap + self.margin)
-        if self.negatives == "distance_weighted":
-            return dist < self.nonzero_loss_cutoff
-        if self.negatives == "multi_similarity":
-            # S_an > S_ap - epsilon, with dist = -S.
-            return dist - self.epsilon < d_ap
-        return torch.ones_like(dist, dtype=torch.bool)
-
-    def sphere_weights(self, dist: torch.Tensor, allowed: torch.Tensor, dim: int) -> torch.Tensor:
-        """``q(d)^-1`` of Wu et al. 2017 (Sec. 4) for the allowed entries, 0 elsewhere, row max 1.
-
-        In float64 and scaled by each row's maximum: in 128 dimensions ``log q^-1`` spans about 90
-        between d = 0.5 and d = 1.4, which would underflow float32 for whole rows.
-        """
-        d = torch.where(allowed, dist, self.cutoff).to(torch.float64).clamp(min=self.cutoff)
-        log_inverse_q = (2.0 - dim) * torch.log(d) - ((dim - 3.0) / 2.0) * torch.log(1.0 - d.pow(2) / 4)
-        log_inverse_q = log_inverse_q.masked_fill(~allowed, -torch.inf)
-        return torch.exp(log_inverse_q - log_inverse_q.amax(dim=1, keepdim=True))
+def negative_rule(name: str, **parameters: float) -> NegativeRule:
+    """The rule ``miner.negatives=name``, given those of ``parameters`` that it takes."""
+    if name not in NEGATIVE_RULES:
+        raise ValueError(f"miner.negatives={name!r} is not one of {', '.join(NEGATIVE_RULES)}")
+    rule = NEGATIVE_RULES[name]
+    own = inspect.signature(rule.__init__).parameters
+    return rule(**{key: value for key, value in parameters.items() if key in own})
 
 
 def _is_unit_sphere_euclidean(distance: BaseDistance) -> bool:
