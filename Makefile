@@ -66,7 +66,7 @@ methods-digits: install
 
 ## The performance benchmarks (scripts/bench/README.md): evaluation at SOP scale, mining + loss cost, data
 ## loading. Full size takes an hour or more on 2 CPU cores; bench-quick runs each at a small scale.
-BENCHES := eval mining dataloading throughput
+BENCHES := eval mining dataloading throughput plain_loop
 .PHONY: bench bench-quick
 bench: install
 	@for b in $(BENCHES); do $(BIN)/python scripts/bench/$$b.py || exit 1; done
