@@ -37,7 +37,8 @@ from hydra.utils import instantiate
 from measure import machine, print_table
 from omegaconf import DictConfig, open_dict
 
-from noisydml.train import CONFIG_PATH, train
+from noisydml import CONFIG_DIR
+from noisydml.train import train
 
 # P x K of each batch size: the papers' 6 images per class, 4 at 256 (64 classes of CUB's 100).
 BATCHES = {12: (4, 3), 60: (10, 6), 120: (20, 6), 256: (64, 4)}
@@ -73,7 +74,7 @@ class StepTimer(pl.Callback):
 def compose_config(overrides: list[str], output_dir: Path) -> DictConfig:
     """``conf/config.yaml`` with ``overrides``, as the ``noisydml`` command composes it."""
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
