@@ -9,11 +9,12 @@ ARGS ?=
 
 install: $(STAMP)
 
-# Re-installs when pyproject.toml changes. torch/torchvision are the CUDA builds; they run on the CPU.
-$(STAMP): pyproject.toml
+# Re-installs when pyproject.toml or constraints.txt changes. torch/torchvision are the CUDA builds; they
+# run on the CPU. constraints.txt pins the versions the project is tested with.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
 ## The default experiment (digits, noise 0.2); pass overrides with ARGS="noise.rate=0.4 ...".
