@@ -10,7 +10,10 @@ Lloyd iterations, random init, seed 0; the table says how many ran before the cl
   vectors, without the norms), the query dropped by index, and ``faiss.Kmeans`` with the settings
   ``evaluate`` uses; the least any faiss-based evaluation can do.
 - ours: ``noisydml.metrics.evaluate`` (chunked exact L2 search, right for unnormalised embeddings too,
-  never an N x N matrix).
+  never an N x N matrix), with each of its engines (``noisydml.metrics.engine``): faiss on the CPU, the
+  torch engine (chunked fp32 matrix products + ``topk``, Lloyd k-means in torch) on the CPU, and on a
+  machine with a GPU the torch engine there (with its peak GPU memory) and faiss's GPU index where the
+  installed faiss sees the GPU.
 - PML: ``AccuracyCalculator(include=("precision_at_1", "NMI"), k=1000)``; it runs faiss too (``FaissKNN``:
   an ``IndexFlatL2``; ``FaissKMeans``: ``faiss.Kmeans`` with niter 20, given seed 0 here so that its NMI
   can be compared). k=1000 gives it the search depth the Recall@1000 of the others needs.
@@ -103,6 +106,8 @@ class Run:
         self.total = float("nan")
         self.cpu = float("nan")
         self.memory_mib = float("nan")
+        # Peak GPU memory allocated by torch during the run (the torch engine on a GPU).
+        self.gpu_mib = float("nan")
         # Lloyd iterations k-means ran: faiss stops once the objective stops changing, sklearn once the
         # assignments do, both before --niter when the clustering has converged.
         self.kmeans_iterations: int | None = None
@@ -110,11 +115,18 @@ class Run:
 
 def measured(function: Callable[[Run], None]) -> Run:
     run = Run()
+    gpu = torch.cuda.is_available()
+    if gpu:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        baseline = torch.cuda.memory_allocated()
     with PeakMemory() as memory:
         started, cpu = time.perf_counter(), time.process_time()
         function(run)
         run.total, run.cpu = time.perf_counter() - started, time.process_time() - cpu
     run.memory_mib = memory.added_mib
+    if gpu:
+        run.gpu_mib = (torch.cuda.max_memory_allocated() - baseline) / 2**20
     return run
 
 
@@ -152,7 +164,14 @@ def raw_faiss(x: np.ndarray, labels: np.ndarray, ks: tuple[int, ...], niter: int
     return run
 
 
-def ours(x: np.ndarray, labels: np.ndarray, ks: tuple[int, ...], niter: int) -> Callable[[Run], None]:
+def ours(
+    x: np.ndarray,
+    labels: np.ndarray,
+    ks: tuple[int, ...],
+    niter: int,
+    backend: str = "faiss",
+    use_gpu: bool = False,
+) -> Callable[[Run], None]:
     def run(result: Run) -> None:
         timings: dict[str, float] = {}
         result.metrics.update(
@@ -164,7 +183,8 @@ def ours(x: np.ndarray, labels: np.ndarray, ks: tuple[int, ...], niter: int) -> 
                 map_at_r=False,
                 seed=SEED,
                 kmeans_niter=niter,
-                use_gpu=False,
+                use_gpu=use_gpu,
+                backend=backend,
                 timings=timings,
             )
         )
@@ -332,7 +352,12 @@ def main() -> None:
     contenders = {
         "raw faiss": raw_faiss(x, labels, ks, args.niter),
         "ours (evaluate)": ours(x, labels, ks, args.niter),
+        "ours, torch engine, CPU": ours(x, labels, ks, args.niter, backend="torch"),
     }
+    if torch.cuda.is_available():
+        contenders["ours, torch engine, GPU"] = ours(x, labels, ks, args.niter, backend="torch", use_gpu=True)
+    if faiss.get_num_gpus() > 0:
+        contenders["ours, faiss GPU"] = ours(x, labels, ks, args.niter, backend="faiss", use_gpu=True)
     if not args.no_pml:
         contenders["PML AccuracyCalculator"] = pml(x, labels, ks, args.niter)
     print(f"\nfull size, N = {n}:", flush=True)
@@ -370,7 +395,7 @@ def main() -> None:
                 format_seconds(run.cpu),
                 ratio(run.cpu, anchor.cpu),
                 iterations(run, anchor),
-                f"{run.memory_mib:.0f}",
+                f"{run.memory_mib:.0f}" + (f" (GPU {run.gpu_mib:.0f})" if run.gpu_mib > 0 else ""),
                 metrics_text(run.metrics),
             ]
         )
@@ -428,11 +453,13 @@ def main() -> None:
         )
 
     ours_run = runs["ours (evaluate)"]
-    same_recall = recalls(ours_run.metrics) == recalls(anchor.metrics)
-    print(
-        f"ours vs raw faiss: Recall@K {'identical' if same_recall else 'DIFFERENT'}, NMI "
-        f"{ours_run.metrics['nmi']:.6f} vs {anchor.metrics['nmi']:.6f}"
-    )
+    for name, run in runs.items():
+        if name.startswith("ours"):
+            same_recall = recalls(run.metrics) == recalls(anchor.metrics)
+            print(
+                f"{name} vs raw faiss: Recall@K {'identical' if same_recall else 'DIFFERENT'}, NMI "
+                f"{run.metrics['nmi']:.6f} vs {anchor.metrics['nmi']:.6f}"
+            )
     pml_run = runs.get("PML AccuracyCalculator")
     targets = [
         (
