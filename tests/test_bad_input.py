@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,10 @@ from noisydml.train import train
 
 
 def assert_nothing_trained(cfg) -> None:
+    """No checkpoint, and a results.json that records the failure."""
     run_dir = Path(cfg.paths.output_dir)
-    assert not (run_dir / "checkpoints").exists() and not (run_dir / "results.json").exists()
+    assert not (run_dir / "checkpoints").exists()
+    assert json.loads((run_dir / "results.json").read_text())["status"] == "failed"
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import stat
 from pathlib import Path
@@ -9,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from noisydml.atomic import write_json
+from noisydml.report.cli import write_report
 from noisydml.train import train
+from test_bad_input import NaNAfter
 
 
 @pytest.fixture
@@ -45,3 +49,42 @@ def test_a_runs_files_are_group_readable_with_lf_line_ends_and_its_log_has_a_lin
     # Not a terminal: no progress bar, one line per epoch.
     assert "epoch 1/2: train/loss=" in out.out and "epoch 2/2: train/loss=" in out.out
     assert "it/s" not in out.out + out.err
+
+
+def test_a_finished_run_records_its_status_group_choices_and_report_labels(compose_config):
+    cfg = compose_config("method=le2019/triplet_random_semihard")
+    train(cfg)
+    results = json.loads((Path(cfg.paths.output_dir) / "results.json").read_text())
+    assert results["status"] == "finished"
+    assert {
+        g: results["choices"][g] for g in ("dataset", "backbone", "loss", "miner", "noise", "method")
+    } == {
+        "dataset": "digits",
+        "backbone": "mlp",
+        "loss": "triplet",
+        "miner": "random_semihard",
+        "noise": "uniform",
+        "method": "le2019/triplet_random_semihard",
+    }
+    assert results["report"]["method"] == cfg.report.method
+
+
+def test_a_failed_run_records_why_and_the_report_says_it(compose_config, tmp_path):
+    NaNAfter.calls = 0
+    cfg = compose_config(
+        "loss._target_=test_bad_input.NaNAfter", "trainer.max_epochs=3", "data.batches_per_epoch=2"
+    )
+    with pytest.raises(FloatingPointError):
+        train(cfg)
+    run_dir = Path(cfg.paths.output_dir)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["status"] == "failed" and results["error_type"] == "FloatingPointError"
+    assert results["error"].startswith("loss NaNAfter is nan at epoch 2, step 4")
+    assert "Traceback" in (run_dir / results["traceback"]).read_text()
+
+    report = write_report([run_dir], tmp_path / "reports", name="r")
+    text = (report.directory / "report.md").read_text()
+    assert f"## Failed runs\n\n- `{run_dir}`: failed: loss NaNAfter is nan at epoch 2, step 4" in text
+    with (report.directory / "runs.csv").open(newline="") as f:
+        (row,) = csv.DictReader(f)
+    assert row["status"] == "failed" and row["error"].startswith("failed: loss NaNAfter is nan")

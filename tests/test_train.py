@@ -35,7 +35,7 @@ def test_default_experiment_trains_and_writes_its_run_directory(compose_config):
     assert metrics["test/recall@1"] > 0.5
 
     results = read_results(run_dir)
-    assert results["status"] == "complete"
+    assert results["status"] == "finished"
     assert results["metrics"] == metrics
     assert results["seed"] == 0 and results["config"]["noise"]["rate"] == 0.2
     assert {"torch", "pytorch-lightning", "faiss-gpu", "git_commit"} <= set(results["versions"])

@@ -86,7 +86,7 @@ for signal, state in expected.items():
     if state == "COMPLETED":
         done = json.loads(results.read_text()) if results.is_file() else {}
         recall = done.get("metrics", {}).get("test/recall@1", -1.0)
-        good = done.get("status") == "complete" and 0 <= recall <= 1
+        good = done.get("status") == "finished" and 0 <= recall <= 1
         what = f"results.json complete, test/recall@1={recall:.3f}" if good else f"no complete {results}"
     else:
         good = not results.exists()

@@ -17,8 +17,9 @@ from typing import IO, Any
 
 
 @contextmanager
-def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
-    """Write to a temporary file in the same folder, fsync it, then rename it over ``path``."""
+def atomic_write(path: str | Path, mode: str = "w", keep_previous: Path | None = None) -> Iterator[IO]:
+    """Write to a temporary file in the same folder, fsync it, then rename it over ``path``; the file it
+    replaces is renamed to ``keep_previous`` first when given."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -28,6 +29,8 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
             yield f
             f.flush()
             os.fsync(f.fileno())
+        if keep_previous is not None and path.exists():
+            os.replace(path, keep_previous)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

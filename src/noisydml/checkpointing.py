@@ -2,8 +2,11 @@
 
 One mechanism owns checkpoints: :class:`ResumableCheckpoint` writes ``checkpoints/last.ckpt`` at a
 configurable interval and once more when Lightning stops on SIGTERM (preemption, ``scancel``, a
-time limit); ``noisydml ... resume=auto`` continues from that file. Files are written atomically, so
-a kill during the write leaves the previous checkpoint intact, and loaded with ``weights_only=True``.
+time limit); ``noisydml resume=<run dir>`` (or the same command again, ``resume=auto``) continues from
+that file. Files are written atomically, so a kill during the write leaves the previous checkpoint
+intact, and loaded with ``weights_only=True``. The checkpoint a new one replaces is kept as
+``previous.ckpt``: a run whose last checkpoint was damaged after it was written (a full disk, a copy cut
+short) can fall back to it (``resume_from=previous``).
 """
 
 from __future__ import annotations
@@ -18,18 +21,20 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.atomic import atomic_write
-
-CHECKPOINT_DIR = "checkpoints"
-LAST = "last.ckpt"
+from noisydml.errors import BadInput
+from noisydml.rundir import LAST, PREVIOUS, RunDir
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """torch.save to a temporary file renamed over the target; torch.load with weights_only=True."""
+    """torch.save to a temporary file renamed over the target (the one it replaces kept as
+    ``previous.ckpt``); torch.load with weights_only=True."""
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None
     ) -> None:
-        with atomic_write(path, "wb") as f:
+        path = Path(path)
+        keep = path.with_name(PREVIOUS) if path.name == LAST else None
+        with atomic_write(path, "wb", keep_previous=keep) as f:
             torch.save(checkpoint, f)
 
     def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None):
@@ -66,7 +71,29 @@ class ResumableCheckpoint(ModelCheckpoint):
             trainer.save_checkpoint(Path(self.dirpath) / LAST, weights_only=False)
 
 
-def resume_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint a run in ``run_dir`` would resume from, if any."""
-    path = Path(run_dir) / CHECKPOINT_DIR / LAST
-    return path if path.is_file() else None
+def resume_checkpoint(run_dir: Path, which: str = "last") -> Path | None:
+    """The checkpoint a run in ``run_dir`` resumes from (``which``: ``last`` or ``previous``), None when
+    there is none; refuses one that cannot be read, naming the fix."""
+    run = RunDir(run_dir)
+    if which not in ("last", "previous"):
+        raise BadInput(f"resume_from={which} is not an option; use resume_from=last or resume_from=previous")
+    path = run.last_checkpoint if which == "last" else run.previous_checkpoint
+    if not path.is_file():
+        if which == "previous":
+            raise BadInput(f"resume_from=previous: {path} does not exist; resume from the last checkpoint")
+        # A kill between keeping the previous checkpoint and renaming the new one over last.ckpt.
+        return run.previous_checkpoint if run.previous_checkpoint.is_file() else None
+    try:
+        torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        fixes = [f"start this run over: noisydml resume={run.path} resume=never"]
+        if which == "last" and run.previous_checkpoint.is_file():
+            before = (
+                f"continue from the checkpoint before it: noisydml resume={run.path} resume_from=previous"
+            )
+            fixes.insert(0, before)
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise BadInput(
+            f"{path} cannot be read, it is truncated or corrupt ({reason}); {'; or '.join(fixes)}"
+        ) from error
+    return path

@@ -1,14 +1,26 @@
 """``noisydml``: the Hydra command line. Light on imports, so ``--help`` and ``--cfg job`` answer at once:
 torch and Lightning load only when a run starts (:mod:`noisydml.train`).
+
+``noisydml resume=<run dir>`` continues a run by its directory: its own overrides (from
+``.hydra/overrides.yaml``) in that directory, from its last checkpoint; overrides given beside it are
+applied after the stored ones (``resume_from=previous``, ``resume=never`` to start it over).
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import hydra
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from noisydml import CONFIG_DIR
 from noisydml.quiet import silence_known_noise
+from noisydml.rundir import RunDir
+
+# How to continue a run, not what it computes: never carried over from a run's stored overrides.
+RESUME_KEYS = ("resume", "resume_from")
 
 # The launcher config is resolved in the submitting process, which imports this module.
 OmegaConf.register_new_resolver(
@@ -16,11 +28,37 @@ OmegaConf.register_new_resolver(
 )
 
 
+def resume_arguments(argv: list[str]) -> list[str]:
+    """``argv`` with ``resume=<run dir>`` replaced by that run's overrides and ``hydra.run.dir=<run dir>``;
+    ``argv`` itself when it names no directory (``resume=auto`` / ``never`` are config values)."""
+    given = [a for a in argv if a.startswith("resume=") and a.split("=", 1)[1] not in ("auto", "never")]
+    if not given:
+        return argv
+    run_dir = Path(given[-1].split("=", 1)[1]).expanduser()
+    stored = RunDir(run_dir).overrides
+    if not stored.is_file():
+        sys.exit(
+            f"resume={run_dir}: no run directory there ({stored} not found); give the directory a run "
+            "printed, e.g. outputs/runs/default/<time>, or resume=auto / resume=never"
+        )
+    overrides = [o for o in yaml.safe_load(stored.read_text()) or [] if o.split("=", 1)[0] not in RESUME_KEYS]
+    rest = [a for a in argv if a not in given]
+    # Quoted: a sweep job's directory is named by its overrides (commas, equals signs).
+    quoted = str(run_dir).replace("\\", "\\\\").replace("'", "\\'")
+    return [*overrides, *rest, f"hydra.run.dir='{quoted}'"]
+
+
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
-def main(cfg: DictConfig) -> float | None:
+def _run(cfg: DictConfig) -> float | None:
     # Before the trainer's imports: faiss logs as it loads.
     silence_known_noise()
     from noisydml.train import train
 
     metrics = train(cfg)
     return metrics.get(cfg.get("optimized_metric") or "")
+
+
+def main() -> None:
+    """The ``noisydml`` command."""
+    sys.argv[1:] = resume_arguments(sys.argv[1:])
+    _run()

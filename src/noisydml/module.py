@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 import pytorch_lightning as pl
@@ -16,7 +15,7 @@ from noisydml.atomic import atomic_write
 from noisydml.hooks import NO_HOOKS, TrainingHooks
 from noisydml.metrics import evaluate
 from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
-from noisydml.results import EMBEDDINGS_FILE
+from noisydml.rundir import RunDir
 from noisydml.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 
 
@@ -201,7 +200,7 @@ class EmbeddingModule(pl.LightningModule):
         paths = getattr(self.trainer.datamodule.splits.test, "paths", None)
         if paths is not None:
             arrays["paths"] = np.asarray([os.path.abspath(paths[i]) for i in indices])
-        with atomic_write(Path(self.trainer.default_root_dir) / EMBEDDINGS_FILE, "wb") as f:
+        with atomic_write(RunDir(self.trainer.default_root_dir).embeddings, "wb") as f:
             np.savez(f, **arrays)
 
     def _collect(self, outputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -26,6 +26,8 @@ def silence_known_noise() -> None:
         rank_zero.addFilter(_DropTips())
     # Lightning's own use of a torch API deprecated in a later torch; nothing a user can change.
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+    # A resumed run writes its checkpoints where the run wrote them before.
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
     # The P x K sampler resumes mid-epoch on its own (PKSampler.resume_at), which Lightning cannot see.
     warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before the epoch")
 

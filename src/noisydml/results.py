@@ -1,20 +1,14 @@
-"""What a run leaves in its directory: ``results.json`` and the table printed at the end."""
+"""What a run's ``results.json`` holds beside its metrics (versions), how two runs' configs differ, and
+the table printed at the end. The files themselves are named by :mod:`noisydml.rundir`."""
 
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import math
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
 
-from noisydml.atomic import write_json
-
-RESULTS_FILE = "results.json"
-# The test embeddings of a run (module.save_embeddings), for the report's figures.
-EMBEDDINGS_FILE = "embeddings.npz"
 PACKAGES = (
     "noisydml",
     "torch",
@@ -52,16 +46,7 @@ def _git_commit() -> str:
 
 
 # Keys that change how a run is watched or where files live, not what it computes.
-NOT_IDENTITY = ("resume", "logger", "paths", "trainer.enable_progress_bar", "callbacks")
-
-
-def completed_results(run_dir: Path) -> dict | None:
-    """The run directory's results if it holds a complete run, else None."""
-    path = Path(run_dir) / RESULTS_FILE
-    if not path.is_file():
-        return None
-    results = json.loads(path.read_text())
-    return results if results.get("status") == "complete" else None
+NOT_IDENTITY = ("resume", "resume_from", "logger", "paths", "trainer.enable_progress_bar", "callbacks")
 
 
 def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -81,13 +66,6 @@ def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
         elif a != b:
             differences.append(dotted)
     return differences
-
-
-def write_results(run_dir: Path, **fields: Any) -> Path:
-    """Write ``results.json`` atomically; its presence with ``status: complete`` marks a finished run."""
-    path = Path(run_dir) / RESULTS_FILE
-    write_json(path, {"status": "complete", "versions": versions(), **fields})
-    return path
 
 
 def format_metrics(metrics: dict[str, float]) -> str:

@@ -1,23 +1,32 @@
 """A run: build the parts of a composed config, fit, test, and write the run's results.
 
-The command line is :mod:`noisydml.cli`, which imports this module only when a run starts."""
+The command line is :mod:`noisydml.cli`, which imports this module only when a run starts. However a
+run ends, its directory says how (:mod:`noisydml.rundir`): finished, failed (the error, and its
+traceback in ``error.log``) or interrupted (with the command that continues it).
+"""
 
 from __future__ import annotations
 
+import sys
 import time
-from pathlib import Path
+import traceback
 
 import pytorch_lightning as pl
 import torch
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
+from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.plugins.environments import SLURMEnvironment
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.checkpointing import resume_checkpoint
+from noisydml.csv_logger import keep_rows_before
 from noisydml.module import EmbeddingModule
 from noisydml.progress import EpochLine, wants_progress_bar
 from noisydml.quiet import quiet_wandb, silence_known_noise
-from noisydml.results import completed_results, config_differences, format_metrics, write_results
+from noisydml.results import config_differences, format_metrics, versions
+from noisydml.rundir import FAILED, FINISHED, INTERRUPTED, RunDir
 from noisydml.wandb_mode import choose_wandb_mode
 
 silence_known_noise()
@@ -25,12 +34,30 @@ silence_known_noise()
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run one experiment described by a composed config; return its test metrics."""
-    started = time.perf_counter()
-    run_dir = Path(cfg.paths.output_dir)
+    run = RunDir(cfg.paths.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    if (done := completed_results(run_dir)) is not None:
-        return _already_done(run_dir, done, resolved)
-    checkpoint = resume_checkpoint(run_dir) if cfg.resume == "auto" else None
+    if (done := run.finished_results()) is not None:
+        return _already_done(run, done, resolved)
+    record = {
+        "config": resolved,
+        "choices": group_choices(),
+        "report": resolved.get("report"),
+        "seed": cfg.seed,
+    }
+    try:
+        return _train(cfg, run, resolved, record)
+    except (SIGTERMException, KeyboardInterrupt, SystemExit) as stop:
+        # SIGTERM: preemption, scancel, a time limit. Lightning turns Ctrl-C into SystemExit.
+        _record_end(run, record, INTERRUPTED, stop)
+        raise
+    except Exception as error:
+        _record_end(run, record, FAILED, error)
+        raise
+
+
+def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[str, float]:
+    started = time.perf_counter()
+    checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
     choose_wandb_mode()
     quiet_wandb()
     if cfg.cpu_threads is not None:
@@ -53,7 +80,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
         seed=cfg.seed,
         **cfg.module,
     )
-    loggers = [instantiate(logger) for logger in cfg.logger.values()]
+    if rank_zero_only.rank == 0:
+        # The history of a resumed run continues after its checkpoint; a run started over has none.
+        keep_rows_before(run.metrics_csv, _global_step(checkpoint))
+    # A resumed run continues its W&B run (WandbLogger resumes an id it is given).
+    wandb_id = {"id": run.wandb_id()} if checkpoint is not None and run.wandb_id() else {}
+    loggers = [instantiate(logger, **(wandb_id if "id" in logger else {})) for logger in cfg.logger.values()]
     for logger in loggers:
         logger.log_hyperparams(resolved)
     callbacks = [instantiate(callback) for callback in cfg.callbacks.values()]
@@ -82,31 +114,81 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
     if not trainer.is_global_zero:
         return model.test_metrics
-    datamodule.write_labels(run_dir / "labels.csv")
-    model.hooks.save(run_dir)
-    results = write_results(
-        run_dir,
+    datamodule.write_labels(run.labels, run.unlabeled)
+    model.hooks.save(run.path)
+    results = run.write_results(
+        FINISHED,
         metrics=model.test_metrics,
         noise=datamodule.noise_summary(),
         skipped_inputs=datamodule.skipped_inputs,
-        config=resolved,
-        seed=cfg.seed,
+        **record,
+        versions=versions(),
         wall_time_s=round(time.perf_counter() - started, 3),
     )
     print(f"\n{format_metrics(model.test_metrics)}\n")
-    print(f"run directory: {run_dir.resolve()}\nresults: {results}")
+    print(f"run directory: {run.path.resolve()}\nresults: {results}")
     return model.test_metrics
 
 
-def _already_done(run_dir: Path, done: dict, resolved: dict) -> dict[str, float]:
+def group_choices() -> dict[str, str]:
+    """The option chosen in each config group (``loss: triplet``, ``method: le2019/...``); none when the
+    config was composed without Hydra's runtime record."""
+    if not HydraConfig.initialized():
+        return {}
+    choices = HydraConfig.get().runtime.choices
+    return {group: option for group, option in choices.items() if group.split("/")[0] != "hydra"}
+
+
+def _record_end(run: RunDir, record: dict, status: str, error: BaseException) -> None:
+    """``results.json`` of a run that did not finish, its traceback in ``error.log``; for an interrupted
+    run, the command that continues it."""
+    if rank_zero_only.rank != 0:
+        return
+    resume = f"noisydml resume={run.path.resolve()}"
+    fields = {"error": _message(error), "error_type": type(error).__name__}
+    try:
+        fields["traceback"] = run.write_traceback(traceback.format_exc()).name
+        if status == INTERRUPTED:
+            fields["resume"] = resume
+        run.write_results(status, **fields, **record, versions=versions())
+    except OSError as unwritable:
+        # The run directory itself is the problem (full, read-only): the error still reaches the user.
+        print(f"could not record the run's end in {run.path}: {unwritable}", file=sys.stderr)
+        return
+    if status == INTERRUPTED:
+        print(
+            f"\ninterrupted ({fields['error']}); the run is in {run.path.resolve()}\n"
+            f"continue it with:\n  {resume}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _message(error: BaseException) -> str:
+    """The message a user reads: Hydra's wrapper around a constructor's error says only where it came from."""
+    if isinstance(error, SIGTERMException):
+        return "SIGTERM: preempted, cancelled or out of time"
+    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+        return "Ctrl-C"
+    cause = error.__cause__ if type(error).__name__ == "InstantiationException" and error.__cause__ else error
+    return str(cause) or type(cause).__name__
+
+
+def _global_step(checkpoint) -> int:
+    if checkpoint is None:
+        return 0
+    return int(torch.load(checkpoint, map_location="cpu", weights_only=True)["global_step"])
+
+
+def _already_done(run: RunDir, done: dict, resolved: dict) -> dict[str, float]:
     """A re-run sweep skips finished jobs; a finished job of another config is never overwritten."""
     differences = config_differences(done["config"], resolved)
     if differences:
         raise FileExistsError(
-            f"{run_dir} already holds the results of a different config (differs in: "
+            f"{run.path} already holds the results of a different config (differs in: "
             f"{', '.join(differences[:8])}); choose another hydra.run.dir / hydra.sweep.dir"
         )
-    print(f"{run_dir} is already complete; skipping (delete its results.json to run it again)")
+    print(f"{run.path} is already complete; skipping (delete its results.json to run it again)")
     return done["metrics"]
 
 

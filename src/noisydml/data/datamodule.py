@@ -222,13 +222,13 @@ class MetricDataModule(pl.LightningDataModule):
             pin_memory=self.pin_memory,
         )
 
-    def write_labels(self, path: Path) -> None:
-        """``labels.csv``: ``index,true,observed`` for every training sample the run trained on with its
-        label; with hidden labels, ``unlabeled.csv`` beside it lists the others (``observed`` is the label
-        that was hidden)."""
+    def write_labels(self, path: Path, unlabeled_path: Path) -> None:
+        """``index,true,observed`` for every training sample the run trained on with its label (``path``);
+        with hidden labels, ``unlabeled_path`` lists the others (``observed`` is the label that was
+        hidden)."""
         _write_labels(path, self.noisy)
         if self.unlabeled_set is not None:
-            _write_labels(path.with_name("unlabeled.csv"), self.unlabeled_set.noisy)
+            _write_labels(unlabeled_path, self.unlabeled_set.noisy)
 
 
 def _subset(noisy: NoisyLabels, mask: np.ndarray) -> NoisyLabels:

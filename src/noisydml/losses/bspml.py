@@ -55,6 +55,7 @@ from sklearn.metrics import roc_auc_score
 
 from noisydml.atomic import atomic_write
 from noisydml.hooks import TrainingHooks, TrainingSet
+from noisydml.rundir import RunDir
 
 if TYPE_CHECKING:
     import pytorch_lightning as pl
@@ -162,7 +163,7 @@ class BSPMLLoss(MultiSimilarityLoss, TrainingHooks):
         """``sample_weights.csv``: ``index,weight`` for every sample the run trained on."""
         train_set = self._require_setup()
         weights = self.weights[torch.as_tensor(train_set.indices, device=self.weights.device)]
-        with atomic_write(Path(run_dir) / "sample_weights.csv") as f:
+        with atomic_write(RunDir(run_dir).sample_weights) as f:
             writer = csv.writer(f, lineterminator="\n")
             writer.writerow(["index", "weight"])
             writer.writerows(zip(train_set.indices.tolist(), weights.tolist(), strict=True))

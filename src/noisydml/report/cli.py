@@ -19,7 +19,16 @@ from noisydml.report.calculator import DEFAULT_ETAS, theory_text
 from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect
 from noisydml.report.plots import draw_table
 from noisydml.report.published import load_published
-from noisydml.report.tables import Table, group_runs, markdown, pivot, slug, write_cells_csv, write_runs_csv
+from noisydml.report.tables import (
+    Table,
+    group_runs,
+    markdown,
+    md_cell,
+    pivot,
+    slug,
+    write_cells_csv,
+    write_runs_csv,
+)
 
 LEGEND = (
     "Cells: mean ± sample std over seeds (n = complete runs with the metric); recall, NMI, mAP and "
@@ -67,8 +76,10 @@ def write_report(
     counts = ", ".join(f"{sum(r.status == s for r in runs)} {s}" for s in (COMPLETE, FAILED, MISSING))
     sources = "\n".join(f"- `{p}`" for p in paths)
     figure_md = "\n\n".join(f"![{caption}](figures/{path.name})\n\n*{caption}*" for path, caption in figures)
+    failed = "".join(f"- `{run.path}`: {md_cell(run.error)}\n" for run in runs if run.status == FAILED)
+    failed_md = f"## Failed runs\n\n{failed}\n" if failed else ""
     text = (
-        f"# Report: {directory.name}\n\n{len(runs)} runs ({counts}) from:\n\n{sources}\n\n"
+        f"# Report: {directory.name}\n\n{len(runs)} runs ({counts}) from:\n\n{sources}\n\n{failed_md}"
         f"{claims_md.replace('# Claims', '## Claims', 1)}\n## Figures\n\n{figure_md or 'none'}\n\n"
         f"# Tables\n\n{LEGEND}\n\n{markdown(tables, published, list(metrics) if metrics else None)}"
     )

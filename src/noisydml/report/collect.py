@@ -9,8 +9,10 @@ A path given to the report is one of:
 - a run directory (it holds ``.hydra/`` or ``results.json``);
 - any other folder: searched for both.
 
-A run directory whose ``results.json`` says ``status: complete`` is *complete*; one without it is
-*failed* (or still running: the two look the same from outside). A job directory is matched to its
+A run directory whose ``results.json`` says ``status: finished`` (``complete`` before that name) is
+*complete*; any other is *failed*: its ``results.json`` says why (``error``: the message of a failed run,
+or how an interrupted one stopped) when the run could write it, and a directory without one is a crash
+that could not (SIGKILL, out of memory) or a run still going. A job directory is matched to its
 expected job by its own ``.hydra/overrides.yaml``, compared value by value (``False`` = ``false``,
 ``0.40`` = ``0.4``).
 
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import json
 import math
 import os
 import warnings
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from noisydml import CONFIG_DIR
-from noisydml.results import RESULTS_FILE
+from noisydml.rundir import FINISHED, LEGACY_FINISHED, RunDir
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -53,7 +54,8 @@ class Run:
     ``overrides`` maps each command-line key of the job (``noise.rate``, ``miner``, ``+x``) to its
     parsed value. ``config`` is the resolved config of a complete run, the unresolved
     ``.hydra/config.yaml`` of a failed one, and for a missing job the sweep's base config from
-    ``multirun.yaml`` (good for the name and the data set, not for the job's own choices).
+    ``multirun.yaml`` (good for the name and the data set, not for the job's own choices). ``error``
+    says why a failed run did not finish, where its ``results.json`` says.
     """
 
     path: Path | None
@@ -63,6 +65,7 @@ class Run:
     choices: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     sweep: Path | None = None
+    error: str = ""
 
     @property
     def seed(self) -> Any:
@@ -207,7 +210,7 @@ def _discover(path: Path) -> tuple[list[Path], list[Path]]:
         here = Path(root)
         if MULTIRUN_FILE in files:
             sweeps.append(here)
-        if ".hydra" in dirs or RESULTS_FILE in files:
+        if ".hydra" in dirs or RunDir(here).results.name in files:
             run_dirs.append(here)
             dirs.clear()
         else:
@@ -294,43 +297,39 @@ def method_config(option: str) -> tuple[dict[str, str], str | None]:
 
 
 def read_run(run_dir: Path, sweep: Path | None = None) -> Run:
-    """One run directory: its status, overrides, config, Hydra's group choices and its metrics."""
-    run_dir = Path(run_dir)
-    hydra_dir = run_dir / ".hydra"
-    overrides_file = hydra_dir / "overrides.yaml"
-    overrides = parse_overrides(_read_yaml(overrides_file) or []) if overrides_file.is_file() else {}
-    hydra_file = hydra_dir / "hydra.yaml"
-    choices = {}
-    if hydra_file.is_file():
-        choices = dict(
-            (((_read_yaml(hydra_file) or {}).get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    """One run directory: its status, overrides, config, group choices and its metrics. The choices come
+    from ``results.json``; runs written before it recorded them, and runs that crashed without writing
+    it, fall back to Hydra's record in ``.hydra/hydra.yaml``."""
+    run = RunDir(run_dir)
+    overrides = parse_overrides(_read_yaml(run.overrides) or []) if run.overrides.is_file() else {}
+    results = run.read_results() or {}
+    choices = results.get("choices")
+    if choices is None and run.hydra_config.is_file():
+        choices = (((_read_yaml(run.hydra_config) or {}).get("hydra") or {}).get("runtime") or {}).get(
+            "choices"
         )
-    results = _read_results(run_dir)
-    if results is not None:
+    choices = dict(choices or {})
+    if results.get("status") in (FINISHED, LEGACY_FINISHED):
         metrics = {k: float(v) for k, v in (results.get("metrics") or {}).items() if _is_number(v)}
         metrics.update(last_logged(run_dir))
-        return Run(run_dir, COMPLETE, overrides, results.get("config") or {}, choices, metrics, sweep)
-    config_file = hydra_dir / "config.yaml"
-    config = (_read_yaml(config_file) or {}) if config_file.is_file() else {}
-    return Run(run_dir, FAILED, overrides, config, choices, {}, sweep)
+        return Run(run.path, COMPLETE, overrides, results.get("config") or {}, choices, metrics, sweep)
+    config = results.get("config") or ((_read_yaml(run.config) or {}) if run.config.is_file() else {})
+    return Run(run.path, FAILED, overrides, config, choices, {}, sweep, error=failure(results))
 
 
-def _read_results(run_dir: Path) -> dict | None:
-    path = run_dir / RESULTS_FILE
-    if not path.is_file():
-        return None
-    try:
-        results = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        # results.json is written atomically, so a broken one was edited by hand: count the run failed.
-        return None
-    return results if results.get("status") == "complete" else None
+def failure(results: dict) -> str:
+    """Why a run did not finish, in a line: its recorded status and error, or that it left no record."""
+    if not results:
+        return "no results.json: killed before it could write one (SIGKILL, out of memory) or still running"
+    status, error = results.get("status", "?"), str(results.get("error") or "").strip()
+    text = f"{status}: {error.splitlines()[0] if error else results.get('error_type', '')}"
+    return f"{text} (resume: {results['resume']})" if results.get("resume") else text
 
 
 def last_logged(run_dir: Path, names: tuple[str, ...] = EPOCH_METRICS) -> dict[str, float]:
     """The last value of each of ``names`` logged in ``csv/metrics.csv`` (rows hold blanks where a
     step logged other metrics)."""
-    path = Path(run_dir) / "csv" / "metrics.csv"
+    path = RunDir(run_dir).metrics_csv
     if not path.is_file():
         return {}
     found: dict[str, float] = {}

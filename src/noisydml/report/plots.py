@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from noisydml.noise.theory import triplet_noise_bound
 from noisydml.report.collect import COMPLETE, canonical
 from noisydml.report.tables import Table, is_percent, slug, topline_ratio
-from noisydml.results import EMBEDDINGS_FILE
+from noisydml.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -296,12 +296,12 @@ def draw_embeddings(table: Table, out: Path) -> list[tuple[Path, str]]:
             runs = [
                 r
                 for r in (cell.runs if cell else [])
-                if r.status == COMPLETE and (r.path / EMBEDDINGS_FILE).is_file()
+                if r.status == COMPLETE and RunDir(r.path).embeddings.is_file()
             ]
             if not runs:
                 continue
             run = runs[0]
-            data = np.load(run.path / EMBEDDINGS_FILE, allow_pickle=False)
+            data = np.load(RunDir(run.path).embeddings, allow_pickle=False)
             what = f"{row.label}, {table.column_key}={column}, seed {run.seed}"
             name = f"{table.group.slug}__{slug(row.label)}_{slug(str(column))}_seed{run.seed}"
             path = scatter_embeddings(

@@ -409,10 +409,11 @@ def _csv_number(value: float) -> str:
 
 
 def write_runs_csv(tables: list[Table], path: Path) -> Path:
-    """Every run: its status, directory and overrides, so a missing or failed job can be found and re-run."""
+    """Every run: its status, directory and overrides, so a missing or failed job can be found and re-run,
+    and why a failed one failed."""
     with Path(path).open("w", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(["figure", "dataset", "method", "status", "seed", "path", "overrides"])
+        writer.writerow(["figure", "dataset", "method", "status", "seed", "path", "overrides", "error"])
         for table in tables:
             for row in table.rows:
                 for run in row.runs:
@@ -426,6 +427,7 @@ def write_runs_csv(tables: list[Table], path: Path) -> Path:
                             run.seed,
                             run.path or "",
                             overrides,
+                            run.error,
                         ]
                     )
     return Path(path)

@@ -1,0 +1,51 @@
+"""A CSV logger whose history survives a resume: the resumed run appends to ``metrics.csv``.
+
+Lightning's CSVLogger deletes the metrics file of a run directory it starts in, so a resumed run kept
+only the epochs after its checkpoint. Here the rows logged after the checkpoint the run resumes from
+(a run killed after its last checkpoint logged a few more steps) are dropped instead, and the rest kept,
+so the file holds every step once.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from pytorch_lightning.loggers import CSVLogger
+from pytorch_lightning.loggers.csv_logs import ExperimentWriter
+
+from noisydml.atomic import atomic_write
+
+
+def keep_rows_before(path: Path, step: int) -> None:
+    """Rewrite the metrics CSV at ``path`` with only its rows logged before global step ``step`` (all of
+    them gone for ``step=0``: a run started over)."""
+    if not path.is_file():
+        return
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames or [], [row for row in reader if int(row["step"]) < step]
+    with atomic_write(path) as f:
+        # csv's CRLF, as Lightning writes the rows appended after these.
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+class _AppendingWriter(ExperimentWriter):
+    def _check_log_dir_exists(self) -> None:
+        # Lightning deletes the file here; continue it under its own header instead.
+        if self._fs.isfile(self.metrics_file_path):
+            with open(self.metrics_file_path, newline="") as f:
+                self.metrics_keys = next(csv.reader(f), [])
+
+
+class ResumableCSVLogger(CSVLogger):
+    """:class:`~pytorch_lightning.loggers.CSVLogger` that appends to an existing ``metrics.csv``."""
+
+    @property
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _AppendingWriter(log_dir=self.log_dir)
+        return self._experiment

@@ -1,0 +1,141 @@
+"""A run's directory: every artefact a run leaves, by name, and the record of how the run ended.
+
+This module is the one place that names the files of a run; the trainer, the report and the resume
+logic ask it for paths instead of spelling them. ``results.json`` is written last and atomically; its
+``status`` says how the run ended:
+
+- ``finished``: the test metrics are in it (runs before this field was renamed say ``complete``);
+- ``failed``: ``error`` holds the message and ``traceback`` the file with the full traceback;
+- ``interrupted``: stopped by a signal (preemption, ``scancel``, a time limit) with its checkpoint
+  written; ``resume`` is the command that continues it.
+
+Each record also holds the config group choices (``choices``: dataset, backbone, loss, miner, noise,
+method) and the report labels (``report``), so a reader needs neither Hydra's files nor class names.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from noisydml.atomic import atomic_write, write_json
+
+FINISHED, FAILED, INTERRUPTED = "finished", "failed", "interrupted"
+# The status of a finished run written before the statuses above existed.
+LEGACY_FINISHED = "complete"
+CHECKPOINTS, LAST, PREVIOUS = "checkpoints", "last.ckpt", "previous.ckpt"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The files of the run in ``path``."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    # Written by Hydra before the run starts.
+    @property
+    def hydra_dir(self) -> Path:
+        return self.path / ".hydra"
+
+    @property
+    def config(self) -> Path:
+        return self.hydra_dir / "config.yaml"
+
+    @property
+    def overrides(self) -> Path:
+        return self.hydra_dir / "overrides.yaml"
+
+    @property
+    def hydra_config(self) -> Path:
+        return self.hydra_dir / "hydra.yaml"
+
+    # Written during and after training.
+    @property
+    def results(self) -> Path:
+        return self.path / "results.json"
+
+    @property
+    def traceback(self) -> Path:
+        return self.path / "error.log"
+
+    @property
+    def labels(self) -> Path:
+        """``index,true,observed`` of every training sample the run trained on."""
+        return self.path / "labels.csv"
+
+    @property
+    def unlabeled(self) -> Path:
+        """The training samples whose labels were hidden (``data.unlabeled_fraction``), as ``labels``."""
+        return self.path / "unlabeled.csv"
+
+    @property
+    def embeddings(self) -> Path:
+        """The test embeddings (``module.save_embeddings``), for the report's figures."""
+        return self.path / "embeddings.npz"
+
+    @property
+    def csv_dir(self) -> Path:
+        return self.path / "csv"
+
+    @property
+    def metrics_csv(self) -> Path:
+        return self.csv_dir / "metrics.csv"
+
+    @property
+    def sample_weights(self) -> Path:
+        """BSPML's final weight of each training sample."""
+        return self.path / "sample_weights.csv"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / CHECKPOINTS
+
+    @property
+    def last_checkpoint(self) -> Path:
+        return self.checkpoints / LAST
+
+    @property
+    def previous_checkpoint(self) -> Path:
+        """The checkpoint ``last.ckpt`` replaced: what a run falls back to when the last one is corrupt."""
+        return self.checkpoints / PREVIOUS
+
+    @property
+    def wandb_dir(self) -> Path:
+        return self.path / "wandb"
+
+    def wandb_id(self) -> str | None:
+        """The id of the W&B run this directory already holds (``wandb/latest-run`` points at
+        ``<mode>-run-<time>-<id>``), so a resumed run continues it; None before the first start."""
+        latest = self.wandb_dir / "latest-run"
+        if not latest.is_symlink() and not latest.is_dir():
+            return None
+        return latest.resolve().name.rsplit("-", 1)[-1]
+
+    def read_results(self) -> dict | None:
+        """``results.json``, or None when there is none or it cannot be parsed."""
+        try:
+            return json.loads(self.results.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def finished_results(self) -> dict | None:
+        """``results.json`` of a finished run, else None."""
+        results = self.read_results()
+        if results is None or results.get("status") not in (FINISHED, LEGACY_FINISHED):
+            return None
+        return results
+
+    def write_results(self, status: str, **fields: Any) -> Path:
+        """Write ``results.json`` atomically with ``status`` and ``fields``."""
+        write_json(self.results, {"status": status, **fields})
+        return self.results
+
+    def write_traceback(self, text: str) -> Path:
+        with atomic_write(self.traceback) as f:
+            f.write(text)
+        return self.traceback
