@@ -371,8 +371,8 @@ def assert_finite(metrics: dict[str, float], *names: str) -> None:
             "module.train_samples=2",
             "backbone.predict=sample_average",
             "backbone.eval_samples=2",
-            "module.map_full=true",
-            "module.knn_accuracy_k=3",
+            "metrics.map_full=true",
+            "metrics.knn_accuracy_k=3",
         ),
         BLMNN,
         DML,
@@ -382,12 +382,12 @@ def assert_finite(metrics: dict[str, float], *names: str) -> None:
 def test_bdml_options_train_end_to_end_on_digits(compose_config, overrides):
     metrics = train(compose_config(*overrides))
     assert_finite(metrics, "test/recall@1", "test/nmi")
-    if "module.map_full=true" in overrides:
+    if "metrics.map_full=true" in overrides:
         assert_finite(metrics, "test/map", "test/knn_accuracy@3")
 
 
 def test_pca_baseline_evaluates_the_standardised_pca_features(compose_config):
-    metrics = train(compose_config(*PCA, "module.knn_accuracy_k=3"))
+    metrics = train(compose_config(*PCA, "metrics.knn_accuracy_k=3"))
     assert_finite(metrics, "test/recall@1", "test/nmi", "test/knn_accuracy@3")
     # Digits are easy: the 32 leading components already find a same-class neighbour for most items.
     assert metrics["test/recall@1"] > 0.8
@@ -396,6 +396,6 @@ def test_pca_baseline_evaluates_the_standardised_pca_features(compose_config):
 def test_a_backbone_with_nothing_to_train_is_evaluated_as_it_is(compose_config, capsys):
     # As in a sweep whose other methods train for 3 epochs: the PCA features are scored untouched.
     overrides = [p for p in PCA if not p.startswith("trainer.max_epochs")]
-    trained = train(compose_config(*overrides, "trainer.max_epochs=3", "module.knn_accuracy_k=3", run="a"))
+    trained = train(compose_config(*overrides, "trainer.max_epochs=3", "metrics.knn_accuracy_k=3", run="a"))
     assert "nothing to train in backbone Flatten" in capsys.readouterr().out
-    assert trained == train(compose_config(*PCA, "module.knn_accuracy_k=3", run="b"))
+    assert trained == train(compose_config(*PCA, "metrics.knn_accuracy_k=3", run="b"))

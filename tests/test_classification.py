@@ -87,14 +87,14 @@ def test_ncm_matches_sklearn_nearest_centroid():
 
 
 def test_unseen_test_class_and_bad_k_are_refused():
-    with pytest.raises(ValueError, match=r"module.ncm_accuracy needs every test class.*\[4\]"):
+    with pytest.raises(ValueError, match=r"metrics.ncm_accuracy needs every test class.*\[4\]"):
         ncm_accuracy(np.zeros((1, 1)), np.array([4]), REFERENCE, REFERENCE_LABELS)
-    with pytest.raises(ValueError, match=r"module.knn_accuracy_k=6 must be in \[1, 5\]"):
+    with pytest.raises(ValueError, match=r"metrics.knn_accuracy_k=6 must be in \[1, 5\]"):
         knn_accuracy(np.zeros((1, 1)), np.array([3]), REFERENCE, REFERENCE_LABELS, k=6)
 
 
 def test_digits_run_reports_ncm_and_knn_accuracy(compose_config):
-    metrics = train(compose_config("module.ncm_accuracy=true", "module.knn_accuracy_k=3"))
+    metrics = train(compose_config("metrics.ncm_accuracy=true", "metrics.knn_accuracy_k=3"))
     assert {"test/ncm_accuracy", "test/knn_accuracy@3"} <= set(metrics)
     # Ten classes, chance 0.1; three batches of triplet training already separate digits well.
     assert 0.5 < metrics["test/ncm_accuracy"] <= 1 and 0.5 < metrics["test/knn_accuracy@3"] <= 1

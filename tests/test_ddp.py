@@ -47,8 +47,8 @@ COMMON = [
     # 629 test items: 2 ranks pad them to 630, and evaluation must drop the copy.
     "dataset.test_fraction=0.35",
     "data.eval_batch_size=100",
-    "module.ncm_accuracy=true",
-    "module.knn_accuracy_k=5",
+    "metrics.ncm_accuracy=true",
+    "metrics.knn_accuracy_k=5",
 ]
 CASES: dict[str, list[str]] = {
     "triplet_random_semihard": ["loss=triplet", "miner=random_semihard"],
@@ -91,11 +91,11 @@ class StepRecorder(pl.Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         self.record["params"] = {n: p.detach().clone() for n, p in pl_module.named_parameters()}
 
-    def on_test_epoch_end(self, trainer, pl_module) -> None:
-        # Callbacks run before the module's hook, which scores these outputs and clears them.
-        self.record["test"] = [torch.from_numpy(a) for a in pl_module._collect(pl_module._outputs)]
-
     def on_test_end(self, trainer, pl_module) -> None:
+        embedded = pl_module.test_embedded
+        self.record["test"] = [
+            torch.from_numpy(a) for a in (embedded.embeddings, embedded.labels, embedded.indices)
+        ]
         self.record["metrics"] = pl_module.test_metrics
         torch.save(self.record, self.path / f"rank{trainer.global_rank}.pt")
 

@@ -55,7 +55,7 @@ def test_experiment_trains_two_steps(compose_config, tmp_path, monkeypatch, expe
         "data.batches_per_epoch=2",
         "data.num_workers=0",
         "data.pin_memory=false",
-        "module.recall_ks=[1,2]",
+        "metrics.recall_ks=[1,2]",
     ]
     name, source = cfg.dataset.get("name"), "dataset"
     if name == "extracted":

@@ -142,7 +142,7 @@ def test_extracted_image_features_train_bdml_end_to_end(compose_config, tmp_path
         "miner=all",
         "data.P=2",
         "data.K=3",
-        "module.recall_ks=[1,2]",
+        "metrics.recall_ks=[1,2]",
     )
     metrics = train(cfg)
     assert all(math.isfinite(metrics[name]) for name in ("test/recall@1", "test/nmi"))

@@ -185,7 +185,7 @@ def test_cache_option_of_every_image_dataset_config_trains_through_hydra(
         *tiny_cub,
         "dataset.cache_decoded=true",
         f"dataset.cache_dir={tmp_path / 'cache'}",
-        "module.recall_ks=[1]",
+        "metrics.recall_ks=[1]",
         "trainer.max_steps=1",
     )
     assert 0.0 <= train(cfg)["test/recall@1"] <= 1.0

@@ -134,7 +134,7 @@ def test_cli_unknown_group_option_lists_the_choices(tmp_path):
 
 def test_saved_embeddings_are_the_test_split_and_the_report_draws_them(compose_config, tiny_cub, tmp_path):
     cfg = compose_config(
-        *tiny_cub, "module.recall_ks=[1]", "module.save_embeddings=true", "trainer.max_steps=1"
+        *tiny_cub, "metrics.recall_ks=[1]", "+callbacks=save_embeddings", "trainer.max_steps=1"
     )
     train(cfg)
     run_dir = Path(cfg.paths.output_dir)
@@ -155,7 +155,7 @@ def test_saved_embeddings_are_the_test_split_and_the_report_draws_them(compose_c
 
 
 def test_channels_last_changes_the_memory_layout_not_the_results(compose_config, tiny_cub):
-    common = [*tiny_cub, "module.recall_ks=[1,2]", "trainer.max_steps=2"]
+    common = [*tiny_cub, "metrics.recall_ks=[1,2]", "trainer.max_steps=2"]
     plain = train(compose_config(*common, run="plain"))
     nhwc = train(compose_config(*common, "module.channels_last=true", run="nhwc"))
     assert plain.keys() == nhwc.keys()

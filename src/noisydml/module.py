@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
-from noisydml.atomic import atomic_write
+from noisydml.embeddings import Embedded
 from noisydml.hooks import NO_HOOKS, TrainingHooks
-from noisydml.metrics import evaluate
-from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
-from noisydml.rundir import RunDir
+from noisydml.metrics.evaluator import Evaluator
 from noisydml.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 
 
@@ -39,10 +35,10 @@ class EmbeddingModule(pl.LightningModule):
     data-loader worker processes is the exception: workers restart their streams on resume.)
 
     ``train_samples`` > 1 averages the loss over several forward passes of a stochastic backbone
-    (Monte Carlo samples of a Bayesian network's weights). ``ncm_accuracy`` and ``knn_accuracy_k``
-    add the papers' classification metrics, which embed the training split as reference.
-    ``save_embeddings`` writes the test embeddings to the run directory for the report's figures.
-    ``channels_last`` and ``compile`` are GPU throughput options for image backbones.
+    (Monte Carlo samples of a Bayesian network's weights). ``metrics`` (``conf/metrics/``) scores the
+    embedded test split, and the embedded training split when it asks for it as reference; the test
+    embeddings stay in ``test_embedded`` for callbacks (``SaveEmbeddings``). ``channels_last`` and
+    ``compile`` are GPU throughput options for image backbones.
     """
 
     def __init__(
@@ -54,14 +50,7 @@ class EmbeddingModule(pl.LightningModule):
         scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
         loss_lr: float | None = None,
         train_samples: int = 1,
-        recall_ks: Sequence[int] = (1, 2, 4, 8),
-        nmi: bool = True,
-        nmi_plus_factor: int | None = None,
-        map_at_r: bool = True,
-        map_full: bool = False,
-        ncm_accuracy: bool = False,
-        knn_accuracy_k: int | None = None,
-        save_embeddings: bool = False,
+        metrics: Evaluator | None = None,
         channels_last: bool = False,
         compile: bool = False,
         query_mask: np.ndarray | None = None,
@@ -78,22 +67,14 @@ class EmbeddingModule(pl.LightningModule):
         self.scheduler_factory = scheduler
         self.loss_lr = loss_lr
         self.train_samples = train_samples
-        self.eval_options = dict(
-            recall_ks=tuple(recall_ks),
-            nmi=nmi,
-            nmi_plus_factor=nmi_plus_factor,
-            map_at_r=map_at_r,
-            map_full=map_full,
-        )
-        self.ncm_accuracy = ncm_accuracy
-        self.knn_accuracy_k = knn_accuracy_k
-        self.save_embeddings = save_embeddings
+        self.metrics = metrics or Evaluator()
         self.channels_last = channels_last
         self.compile_backbone = compile
         self._compiled = False
         self.query_mask = query_mask
         self.seed = seed
         self.test_metrics: dict[str, float] = {}
+        self.test_embedded: Embedded | None = None
         self._outputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -180,48 +161,43 @@ class EmbeddingModule(pl.LightningModule):
         self.test_metrics = self._score("test")
 
     def _score(self, stage: str) -> dict[str, float]:
-        embeddings, labels, indices = self._collect(self._outputs)
+        embedded = self._in_index_order(self._outputs)
         self._outputs.clear()
-        if stage == "test" and self.save_embeddings and self.global_rank == 0:
-            self._write_embeddings(embeddings, labels, indices)
-        metrics = evaluate(
-            embeddings, labels, query_mask=self.query_mask, seed=self.seed, **self.eval_options
+        reference = None
+        if self.metrics.needs_reference:
+            train = self.embed_training_set()
+            reference = (train.embeddings, train.labels)
+        metrics = self.metrics(
+            embedded.embeddings,
+            embedded.labels,
+            query_mask=self.query_mask,
+            seed=self.seed,
+            reference=reference,
         )
-        if self.ncm_accuracy or self.knn_accuracy_k:
-            metrics.update(self._classification(embeddings, labels))
         metrics = {f"{stage}/{name}": value for name, value in metrics.items()}
         self.log_dict(metrics, rank_zero_only=True)
+        if stage == "test":
+            self.test_embedded = embedded
         return metrics
 
-    def _write_embeddings(self, embeddings: np.ndarray, labels: np.ndarray, indices: np.ndarray) -> None:
-        """``embeddings.npz`` (embeddings, labels, and the image files where the test set has them):
-        the report draws them (Levi et al. Fig. 2) and a retrieval grid."""
-        arrays = {"embeddings": embeddings, "labels": labels}
-        paths = getattr(self.trainer.datamodule.splits.test, "paths", None)
-        if paths is not None:
-            arrays["paths"] = np.asarray([os.path.abspath(paths[i]) for i in indices])
-        with atomic_write(RunDir(self.trainer.default_root_dir).embeddings, "wb") as f:
-            np.savez(f, **arrays)
+    def embed_training_set(self) -> Embedded:
+        """Every sample trained on (the test transform, the observed labels), in index order, the same
+        on every rank: each rank embeds a share of the reference loader and the shares are gathered."""
+        was_training = self.training
+        self.eval()
+        with torch.no_grad():
+            outputs = [
+                self._embed(self.transfer_batch_to_device(batch, self.device, 0))
+                for batch in self.trainer.datamodule.reference_dataloader()
+            ]
+        self.train(was_training)
+        return self._in_index_order(outputs)
 
-    def _collect(self, outputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """All ranks' embeddings in data-set order, the distributed sampler's padding removed."""
+    def _in_index_order(self, outputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> Embedded:
+        """All ranks' embedded batches in data-set order, the distributed sampler's padding removed."""
         embeddings, labels, indices = (self._gather(torch.cat(parts)) for parts in zip(*outputs, strict=True))
         indices, first = np.unique(indices.cpu().numpy(), return_index=True)
-        return embeddings[first].float().cpu().numpy(), labels[first].cpu().numpy(), indices
-
-    def _classification(self, embeddings: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-        loader: DataLoader = self.trainer.datamodule.reference_dataloader()
-        with torch.no_grad():
-            outputs = [self._embed(self.transfer_batch_to_device(batch, self.device, 0)) for batch in loader]
-        reference, reference_labels, _ = self._collect(outputs)
-        metrics = {}
-        if self.ncm_accuracy:
-            metrics["ncm_accuracy"] = ncm_accuracy(embeddings, labels, reference, reference_labels)
-        if self.knn_accuracy_k:
-            metrics[f"knn_accuracy@{self.knn_accuracy_k}"] = knn_accuracy(
-                embeddings, labels, reference, reference_labels, k=self.knn_accuracy_k
-            )
-        return metrics
+        return Embedded(embeddings[first].float().cpu().numpy(), labels[first].cpu().numpy(), indices)
 
     def has_parameters_to_train(self) -> bool:
         """Whether the backbone or the loss has a trainable parameter (backbone=identity has none)."""

@@ -75,6 +75,7 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
         loss=instantiate(cfg.loss),
         miner=instantiate(cfg.miner),
         optimizer=instantiate(cfg.optimizer),
+        metrics=instantiate(cfg.metrics),
         scheduler=instantiate(cfg.scheduler),
         query_mask=datamodule.query_mask,
         seed=cfg.seed,

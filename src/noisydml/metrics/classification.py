@@ -28,7 +28,7 @@ def ncm_accuracy(
     test: np.ndarray, test_labels: np.ndarray, reference: np.ndarray, reference_labels: np.ndarray
 ) -> float:
     """Fraction of test items whose nearest training class mean (L2) is their class (Yu et al. Eq. 21)."""
-    _check_same_classes(test_labels, reference_labels, "module.ncm_accuracy")
+    _check_same_classes(test_labels, reference_labels, "metrics.ncm_accuracy")
     classes, inverse = np.unique(reference_labels, return_inverse=True)
     means = np.zeros((len(classes), reference.shape[1]), dtype=np.float64)
     np.add.at(means, inverse, reference)
@@ -53,8 +53,8 @@ def knn_accuracy(
     A tie between classes goes to the class of the nearest neighbour among the tied ones.
     """
     if not 1 <= k <= len(reference):
-        raise ValueError(f"module.knn_accuracy_k={k} must be in [1, {len(reference)}]")
-    _check_same_classes(test_labels, reference_labels, "module.knn_accuracy_k")
+        raise ValueError(f"metrics.knn_accuracy_k={k} must be in [1, {len(reference)}]")
+    _check_same_classes(test_labels, reference_labels, "metrics.knn_accuracy_k")
     correct = 0
     for start, neighbours in neighbour_chunks(
         np.ascontiguousarray(reference, dtype=np.float32),

@@ -1,0 +1,80 @@
+"""What a run is scored with: ``conf/metrics/<name>.yaml`` builds an :class:`Evaluator`.
+
+Arrays in, metrics out. The training module only embeds (the test split, and the training split as
+reference when a metric asks for it) and hands the arrays over; which metrics, and their options, are
+this object's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from noisydml.metrics import evaluate
+from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
+
+
+class Evaluator:
+    """Recall@K, NMI, NMI+, MAP@R and full-ranking mAP of test embeddings (see :func:`evaluate`), and the
+    papers' classification of test items against the training embeddings: Yu et al.'s nearest class
+    mean (``ncm_accuracy``) and BDML's k-NN vote (``knn_accuracy_k``).
+
+    ``needs_reference`` says whether the caller must pass the training embeddings (the samples trained
+    on, with the test transform, and their observed labels).
+    """
+
+    def __init__(
+        self,
+        recall_ks: Sequence[int] = (1, 2, 4, 8),
+        nmi: bool = True,
+        nmi_plus_factor: int | None = None,
+        map_at_r: bool = True,
+        map_full: bool = False,
+        ncm_accuracy: bool = False,
+        knn_accuracy_k: int | None = None,
+    ):
+        self.options = dict(
+            recall_ks=tuple(recall_ks),
+            nmi=nmi,
+            nmi_plus_factor=nmi_plus_factor,
+            map_at_r=map_at_r,
+            map_full=map_full,
+        )
+        self.ncm_accuracy = ncm_accuracy
+        self.knn_accuracy_k = knn_accuracy_k
+
+    @property
+    def needs_reference(self) -> bool:
+        return bool(self.ncm_accuracy or self.knn_accuracy_k)
+
+    def __call__(
+        self,
+        embeddings: np.ndarray,
+        labels: np.ndarray,
+        *,
+        query_mask: np.ndarray | None = None,
+        seed: int = 0,
+        reference: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> dict[str, float]:
+        """The metrics of ``embeddings`` (N x dim) with their ``labels``, unprefixed (``"recall@1"``).
+
+        ``query_mask`` splits queries from gallery (In-Shop), ``seed`` drives k-means, ``reference`` is
+        ``(training embeddings, their labels)``, required when :attr:`needs_reference`.
+        """
+        metrics = evaluate(embeddings, labels, query_mask=query_mask, seed=seed, **self.options)
+        if not self.needs_reference:
+            return metrics
+        if reference is None:
+            raise ValueError(
+                "metrics.ncm_accuracy and metrics.knn_accuracy_k classify against the training embeddings: "
+                "pass reference=(embeddings, labels)"
+            )
+        reference_embeddings, reference_labels = reference
+        if self.ncm_accuracy:
+            metrics["ncm_accuracy"] = ncm_accuracy(embeddings, labels, reference_embeddings, reference_labels)
+        if self.knn_accuracy_k:
+            metrics[f"knn_accuracy@{self.knn_accuracy_k}"] = knn_accuracy(
+                embeddings, labels, reference_embeddings, reference_labels, k=self.knn_accuracy_k
+            )
+        return metrics
