@@ -47,10 +47,14 @@ class Digits:
         self.train_digits = list(range(5)) if train_digits is None else list(train_digits)
         self.label_map = None if label_map is None else np.asarray(label_map, dtype=np.int64)
 
-    def splits(self) -> Splits:
+    def images_and_labels(self) -> tuple[torch.Tensor, np.ndarray]:
+        """Every image as an (N, 1, H, W) float tensor in [0, 1], and its digit."""
         digits = load_digits()
         images = torch.from_numpy(digits.images.astype(np.float32) / 16.0).unsqueeze(1)
-        labels = digits.target.astype(np.int64)
+        return images, digits.target.astype(np.int64)
+
+    def splits(self) -> Splits:
+        images, labels = self.images_and_labels()
         if self.split == "same_classes":
             train_idx, test_idx = train_test_split(
                 np.arange(len(labels)),
