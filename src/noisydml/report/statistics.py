@@ -1,0 +1,114 @@
+"""Two methods compared seed by seed: the mean difference, its 95% confidence interval, a p-value, a verdict,
+and how many seeds would settle a comparison that is still open.
+
+Runs of one seed share their noisy labels and sampler across methods (the data module seeds them), so the
+difference of two methods is taken per seed and the seeds are the sample: a paired t-test. A claim holds
+only when the interval excludes zero in the paper's direction; ``a`` is the side the paper says is larger.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+HELD, CONTRADICTED, INCONCLUSIVE = "held", "contradicted", "inconclusive"
+CONFIDENCE = 0.95
+# The power a seed count is sized for: the usual 80% chance that the interval excludes zero.
+POWER = 0.8
+# Beyond this many seeds the effect is too small to chase: ``seeds_needed`` says None.
+MAX_SEEDS = 1000
+
+
+@dataclass(frozen=True)
+class Paired:
+    """``a - b`` over the seeds both sides ran: mean (``effect``), ``confidence`` interval, two-sided p."""
+
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n_seeds: int
+    sd: float
+
+    @property
+    def verdict(self) -> str:
+        """``held`` when the interval lies above zero, ``contradicted`` below, ``inconclusive`` across it."""
+        if self.ci_low > 0:
+            return HELD
+        if self.ci_high < 0:
+            return CONTRADICTED
+        return INCONCLUSIVE
+
+    def seeds_needed(self, power: float = POWER, confidence: float = CONFIDENCE) -> int | None:
+        """Seeds at which a paired t-test would find the observed effect with probability ``power``,
+        if the effect and the spread of the differences stay as observed; None when that takes more than
+        ``MAX_SEEDS`` or cannot be said (no effect, one seed)."""
+        return seeds_for(self.effect, self.sd, power, confidence)
+
+
+def paired(
+    a: Mapping[Hashable, float], b: Mapping[Hashable, float], confidence: float = CONFIDENCE
+) -> Paired:
+    """Compare ``a`` and ``b`` (values by seed) on the seeds both have; t-interval of the mean difference.
+
+    One shared seed gives the difference with an unbounded interval. Differences that are all equal give
+    the point as its interval (p = 0, or 1 when they are all zero): runs that do not depend on the seed.
+    """
+    shared = [seed for seed in a if seed in b]
+    differences = np.array([a[seed] - b[seed] for seed in shared], dtype=np.float64)
+    n = len(differences)
+    if n == 0:
+        return Paired(math.nan, math.nan, math.nan, math.nan, 0, math.nan)
+    effect = float(differences.mean())
+    if n == 1:
+        return Paired(effect, -math.inf, math.inf, math.nan, 1, math.nan)
+    sd = float(differences.std(ddof=1))
+    if sd == 0:
+        return Paired(effect, effect, effect, 1.0 if effect == 0 else 0.0, n, 0.0)
+    sem = sd / math.sqrt(n)
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sem
+    p_value = float(2 * stats.t.sf(abs(effect) / sem, n - 1))
+    return Paired(effect, effect - half, effect + half, p_value, n, sd)
+
+
+def seeds_for(effect: float, sd: float, power: float = POWER, confidence: float = CONFIDENCE) -> int | None:
+    """The smallest number of seeds at which a two-sided paired t-test at level ``1 - confidence`` has
+    ``power`` against a true mean difference ``effect`` with spread ``sd`` (noncentral t)."""
+    if not (math.isfinite(effect) and math.isfinite(sd)) or effect == 0:
+        return None
+    if sd == 0:
+        return 2
+    size = abs(effect) / sd
+    for n in range(2, MAX_SEEDS + 1):
+        critical = stats.t.ppf(0.5 + confidence / 2, n - 1)
+        noncentrality = size * math.sqrt(n)
+        reached = stats.nct.sf(critical, n - 1, noncentrality) + stats.nct.cdf(
+            -critical, n - 1, noncentrality
+        )
+        if reached >= power:
+            return n
+    return None
+
+
+def combine(verdicts: list[str]) -> str:
+    """A claim over several comparisons ("at every noise rate"): held when each one held, contradicted
+    when any one was, else inconclusive."""
+    if verdicts and all(v == HELD for v in verdicts):
+        return HELD
+    if CONTRADICTED in verdicts:
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
+def equivalence(comparison: Paired, margin: float) -> str:
+    """A claim that two methods are about as good ("relatively as robust"): held when the interval lies
+    within ``[-margin, margin]``, contradicted when it lies wholly outside, else inconclusive."""
+    if -margin <= comparison.ci_low and comparison.ci_high <= margin:
+        return HELD
+    if comparison.ci_low > margin or comparison.ci_high < -margin:
+        return CONTRADICTED
+    return INCONCLUSIVE

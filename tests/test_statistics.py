@@ -1,0 +1,104 @@
+"""The report's statistics against scipy and hand-worked cases; a claim with a known effect on synthetic
+seeds gets each of the three verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from noisydml.report.statistics import (
+    CONTRADICTED,
+    HELD,
+    INCONCLUSIVE,
+    combine,
+    equivalence,
+    paired,
+    seeds_for,
+)
+
+
+def test_paired_interval_and_p_value_by_hand_and_against_scipy():
+    # Differences 0.02, 0.04, 0.00, 0.06 (seed "3" is in a only and does not count): mean 0.03,
+    # sd = sqrt((1 + 1 + 9 + 9) / 3) * 0.01 = 0.0258199, sem = 0.0129099, t(0.975, 3) = 3.182446.
+    a = {0: 0.80, 1: 0.74, 2: 0.70, 4: 0.91, 3: 0.5}
+    b = {0: 0.78, 1: 0.70, 2: 0.70, 4: 0.85}
+    result = paired(a, b)
+    assert result.n_seeds == 4 and result.effect == pytest.approx(0.03)
+    assert result.sd == pytest.approx(0.0258199, rel=1e-5)
+    assert result.ci_low == pytest.approx(0.03 - 3.182446 * 0.0129099, abs=1e-6)
+    assert result.ci_high == pytest.approx(0.03 + 3.182446 * 0.0129099, abs=1e-6)
+    # t = 0.03 / 0.0129099 = 2.32379 on 3 degrees of freedom.
+    reference = stats.ttest_rel([0.80, 0.74, 0.70, 0.91], [0.78, 0.70, 0.70, 0.85])
+    assert reference.statistic == pytest.approx(2.32379, rel=1e-5)
+    assert result.p_value == pytest.approx(reference.pvalue, rel=1e-9)
+    interval = reference.confidence_interval(0.95)
+    assert (result.ci_low, result.ci_high) == pytest.approx((interval.low, interval.high), rel=1e-9)
+    # The interval reaches below zero (0.03 - 0.0411 < 0): p > 0.05 and no verdict.
+    assert result.p_value > 0.05 and result.verdict == INCONCLUSIVE
+
+
+def test_degenerate_cases():
+    one = paired({0: 0.9}, {0: 0.5, 1: 0.4})
+    assert one.n_seeds == 1 and one.effect == pytest.approx(0.4) and one.verdict == INCONCLUSIVE
+    assert math.isinf(one.ci_low) and one.seeds_needed() is None
+    none = paired({0: 0.9}, {1: 0.5})
+    assert none.n_seeds == 0 and none.verdict == INCONCLUSIVE
+    # Seed-independent runs (a PCA baseline): the difference is exact.
+    exact = paired({0: 0.6, 1: 0.6}, {0: 0.5, 1: 0.5})
+    assert (exact.ci_low, exact.ci_high, exact.p_value) == pytest.approx((0.1, 0.1, 0.0))
+    assert exact.verdict == HELD
+
+
+@pytest.mark.parametrize(("size", "seeds"), [(0.5, 34), (0.8, 15), (1.0, 10)])
+def test_seeds_needed_matches_the_published_paired_t_power_tables(size, seeds):
+    # G*Power's paired t-test, two-sided alpha 0.05, power 0.8: dz 0.5 -> 34, 0.8 -> 15, 1.0 -> 10.
+    assert seeds_for(size * 0.01, 0.01) == seeds
+
+    # ... and by its definition: the power reached at n seeds and not at n - 1.
+    def power(n):
+        critical = stats.t.ppf(0.975, n - 1)
+        nc = size * math.sqrt(n)
+        return stats.nct.sf(critical, n - 1, nc) + stats.nct.cdf(-critical, n - 1, nc)
+
+    assert power(seeds) >= 0.8 > power(seeds - 1)
+
+
+def test_seeds_needed_is_none_without_an_effect_or_beyond_reach():
+    assert seeds_for(0.0, 0.01) is None
+    assert seeds_for(1e-6, 1.0) is None
+
+
+def synthetic(effect: float, noise: float, seeds: int, rng_seed: int = 0) -> tuple[dict, dict]:
+    """Method a = method b + effect, per seed, with seed-to-seed scatter of the difference."""
+    rng = np.random.default_rng(rng_seed)
+    b = {s: 0.7 + 0.05 * rng.standard_normal() for s in range(seeds)}
+    a = {s: b[s] + effect + noise * rng.standard_normal() for s in range(seeds)}
+    return a, b
+
+
+def test_a_known_effect_gets_each_verdict():
+    # A 3-point lead with 1 point of scatter over 10 seeds: decisive either way round.
+    a, b = synthetic(0.03, 0.01, 10)
+    assert paired(a, b).verdict == HELD
+    assert paired(b, a).verdict == CONTRADICTED
+    # The same lead drowned in 10 points of scatter over 3 seeds: open, and the power estimate asks for
+    # more seeds than were run.
+    a, b = synthetic(0.03, 0.10, 3)
+    open_ = paired(a, b)
+    assert open_.verdict == INCONCLUSIVE
+    assert open_.seeds_needed() is None or open_.seeds_needed() > 3
+
+
+def test_combine_and_equivalence():
+    assert combine([HELD, HELD]) == HELD
+    assert combine([HELD, INCONCLUSIVE]) == INCONCLUSIVE
+    assert combine([HELD, CONTRADICTED, INCONCLUSIVE]) == CONTRADICTED
+    assert combine([]) == INCONCLUSIVE
+    close = paired({0: 0.80, 1: 0.81, 2: 0.79}, {0: 0.80, 1: 0.80, 2: 0.80})
+    assert equivalence(close, 0.05) == HELD
+    far = paired({0: 0.90, 1: 0.91, 2: 0.92}, {0: 0.80, 1: 0.80, 2: 0.80})
+    assert equivalence(far, 0.05) == CONTRADICTED
+    assert equivalence(paired({0: 0.9, 1: 0.7}, {0: 0.8, 1: 0.8}), 0.05) == INCONCLUSIVE
