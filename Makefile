@@ -25,6 +25,11 @@ run: install
 test: install
 	$(BIN)/pytest -q $(ARGS)
 
+## The quick loop: every test not marked slow (under 3 minutes on 2 idle cores); `make test` runs them all.
+.PHONY: test-quick
+test-quick: install
+	$(BIN)/pytest -q -m "not slow" $(ARGS)
+
 ## A sweep through hydra/launcher=slurm on a real single-node SLURM cluster, one job crashing on purpose.
 ## Needs root: installs Debian's slurm, munge and MariaDB packages, starts and stops their daemons.
 .PHONY: test-slurm

@@ -303,6 +303,7 @@ def finite(metrics: dict[str, float]) -> bool:
     return all(np.isfinite(v) for v in metrics.values())
 
 
+@pytest.mark.slow
 def test_adapted_triplet_trains_on_digits_with_lenet(compose_config):
     cfg = compose_config("loss=adapted_triplet", "miner=facenet_semihard", "backbone=lenet")
     metrics = train(cfg)
@@ -311,6 +312,7 @@ def test_adapted_triplet_trains_on_digits_with_lenet(compose_config):
     assert "train/match_loss" in header
 
 
+@pytest.mark.slow
 def test_semi_adapted_triplet_trains_on_digits(compose_config):
     cfg = compose_config("loss=semi_adapted_triplet", "miner=facenet_semihard", "data.unlabeled_fraction=0.5")
     metrics = train(cfg)

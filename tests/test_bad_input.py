@@ -74,6 +74,7 @@ class NaNAfter(TripletMarginLoss):
         return loss * torch.nan if NaNAfter.calls > 4 else loss
 
 
+@pytest.mark.slow
 def test_a_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_checkpoint(compose_config):
     NaNAfter.calls = 0
     cfg = compose_config(
@@ -85,6 +86,7 @@ def test_a_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_checkpoint(
     assert torch.load(checkpoint, weights_only=True)["global_step"] == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "message"),
     [("experiment=nope", "Could not find 'experiment/nope'"), ("loss=nope", "Could not find 'loss/nope'")],

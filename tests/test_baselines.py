@@ -210,6 +210,7 @@ def test_miner_none_composes_to_no_miner(compose_config):
     assert compose_config("miner=none").miner is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
     [

@@ -363,6 +363,7 @@ def assert_finite(metrics: dict[str, float], *names: str) -> None:
         assert math.isfinite(metrics[name]), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -386,6 +387,7 @@ def test_bdml_options_train_end_to_end_on_digits(compose_config, overrides):
         assert_finite(metrics, "test/map", "test/knn_accuracy@3")
 
 
+@pytest.mark.slow
 def test_pca_baseline_evaluates_the_standardised_pca_features(compose_config):
     metrics = train(compose_config(*PCA, "metrics.knn_accuracy_k=3"))
     assert_finite(metrics, "test/recall@1", "test/nmi", "test/knn_accuracy@3")
@@ -393,6 +395,7 @@ def test_pca_baseline_evaluates_the_standardised_pca_features(compose_config):
     assert metrics["test/recall@1"] > 0.8
 
 
+@pytest.mark.slow
 def test_a_backbone_with_nothing_to_train_is_evaluated_as_it_is(compose_config, capsys):
     # As in a sweep whose other methods train for 3 epochs: the PCA features are scored untouched.
     overrides = [p for p in PCA if not p.startswith("trainer.max_epochs")]

@@ -112,6 +112,7 @@ def test_eq8_with_every_sample_drawn_is_the_gradient_of_eq6():
         assert gradient == pytest.approx(w.grad[a].item(), rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_stochastic_eq8_is_unbiased():
     # K = 1 positive and P = 1 class of K = 1: the mean of many one-sample steps is the exact step.
     gen = torch.Generator().manual_seed(1)
@@ -277,6 +278,7 @@ def read_epoch_logs(run_dir: Path) -> list[dict[str, float]]:
     return [{k: float(v) for k, v in r.items() if v} for r in rows]
 
 
+@pytest.mark.slow
 def test_digits_flipped_samples_end_with_lower_weights(compose_config):
     # 30% of every class flipped. A shorter schedule than the default's (age 4 -> 5 over five epochs,
     # 20 epochs of 20 batches): the age starts at its maximum, and three epochs of 8 batches.

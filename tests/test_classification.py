@@ -93,6 +93,7 @@ def test_unseen_test_class_and_bad_k_are_refused():
         knn_accuracy(np.zeros((1, 1)), np.array([3]), REFERENCE, REFERENCE_LABELS, k=6)
 
 
+@pytest.mark.slow
 def test_digits_run_reports_ncm_and_knn_accuracy(compose_config):
     metrics = train(compose_config("metrics.ncm_accuracy=true", "metrics.knn_accuracy_k=3"))
     assert {"test/ncm_accuracy", "test/knn_accuracy@3"} <= set(metrics)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torchvision
+from omegaconf import OmegaConf
 
 import layouts
 from noisydml import CONFIG_DIR
@@ -44,6 +45,15 @@ def test_there_are_experiments():
     assert "digits/le2019_noise" in EXPERIMENTS and "le2019/fig2_cub" in EXPERIMENTS
 
 
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_composes_and_resolves(compose_config, experiment):
+    # The quick loop's guard against rot (the slow test below trains each): every key resolves, and
+    # the experiment names its run and its report's figure.
+    resolved = OmegaConf.to_container(compose_config(f"experiment={experiment}"), resolve=True)
+    assert resolved["name"] and resolved["report"]["figure"].split("/")[0] in experiment
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_experiment_trains_two_steps(compose_config, tmp_path, monkeypatch, experiment):
     # torchvision checks Omniglot's release zips by checksum, which a generated folder cannot match.

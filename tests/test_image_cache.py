@@ -178,6 +178,7 @@ def test_cache_travels_to_data_loader_workers(folder: Path, tmp_path: Path):
     torch.testing.assert_close(images, torch.stack([test[i][0] for i in range(len(test))]), rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_cache_option_of_every_image_dataset_config_trains_through_hydra(
     compose_config, tiny_cub, tmp_path: Path
 ):

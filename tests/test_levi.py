@@ -140,6 +140,7 @@ EVEN_ODD_DIGITS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
     [

@@ -84,6 +84,7 @@ def test_random_semihard_one_valid_negative_per_pair_that_has_one(seed, labels):
     assert miner.num_pairs_without_negative == len(candidates) - len(pairs_with_negative)
 
 
+@pytest.mark.slow
 def test_random_semihard_draws_every_valid_negative_uniformly():
     labels = LABEL_SETS["3x4"]
     embeddings = random_batch(3, labels)

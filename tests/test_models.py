@@ -171,6 +171,7 @@ def _save_fake_release(reference: nn.Module, weights: torchvision.models.Weights
     torch.save(reference.state_dict(), path)
 
 
+@pytest.mark.slow
 def test_pretrained_resnet_loads_from_the_hub_cache(hub_dir: Path) -> None:
     torch.manual_seed(0)
     reference = torchvision.models.resnet34(weights=None)
@@ -184,6 +185,7 @@ def test_pretrained_resnet_loads_from_the_hub_cache(hub_dir: Path) -> None:
     assert trunk.out_features == 512 and isinstance(trunk.fc, nn.Identity)
 
 
+@pytest.mark.slow
 def test_pretrained_googlenet_loads_without_its_auxiliary_classifiers(hub_dir: Path) -> None:
     torch.manual_seed(0)
     # The released checkpoint holds the auxiliary classifiers, so the fake one does too.

@@ -335,6 +335,7 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.slow
 def test_report_writes_tables_figures_and_claims(le_sweep: Path, tmp_path: Path) -> None:
     # One run leaves test embeddings and image paths: the embedding scatter and retrieval grid appear.
     run_dir = next(

@@ -25,6 +25,7 @@ KILL = [
 ]
 
 
+@pytest.mark.slow
 def test_a_run_stopped_by_sigterm_resumes_to_the_same_metrics(compose_config, tmp_path):
     uninterrupted = train(compose_config(*RUN, run="uninterrupted"))
 

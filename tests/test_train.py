@@ -70,6 +70,7 @@ def test_topline_trains_on_a_clean_subset(compose_config):
     assert results["noise"]["num_trained_on"] == pytest.approx(0.6 * 1257, abs=10)
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_holds_the_test_metrics(compose_config, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
@@ -92,6 +93,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_cli_multirun_gives_each_job_its_own_directory_and_reruns_only_missing_jobs(tmp_path):
     sweep = tmp_path / "sweep"
     args = [
@@ -132,6 +134,7 @@ def test_cli_unknown_group_option_lists_the_choices(tmp_path):
     assert "Could not find 'miner/nope'" in out.stderr and "random_semihard" in out.stderr
 
 
+@pytest.mark.slow
 def test_saved_embeddings_are_the_test_split_and_the_report_draws_them(compose_config, tiny_cub, tmp_path):
     cfg = compose_config(
         *tiny_cub, "metrics.recall_ks=[1]", "+callbacks=save_embeddings", "trainer.max_steps=1"
@@ -154,6 +157,7 @@ def test_saved_embeddings_are_the_test_split_and_the_report_draws_them(compose_c
     assert any(name.endswith("__retrieval.png") for name in figures)
 
 
+@pytest.mark.slow
 def test_channels_last_changes_the_memory_layout_not_the_results(compose_config, tiny_cub):
     common = [*tiny_cub, "metrics.recall_ks=[1,2]", "trainer.max_steps=2"]
     plain = train(compose_config(*common, run="plain"))
