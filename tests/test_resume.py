@@ -44,6 +44,7 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_same_metrics(compose_config, tm
     assert json.loads((run_dir / "results.json").read_text())["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_a_corrupt_checkpoint_is_named_with_the_fix_and_the_previous_one_resumes(compose_config):
     uninterrupted = train(compose_config(*RUN, run="uninterrupted"))
     interrupted = compose_config(*RUN, *KILL)
