@@ -1,6 +1,7 @@
 """``noisydml-report`` on fabricated run directories whose numbers are known: the tables' cells against
-means and stds worked by hand, missing and failed jobs marked, figures written as real PNGs, the
-claims held and not held, the published numbers where the papers print them, and the calculator."""
+means, stds and 95% intervals worked by hand, missing and failed jobs marked, figures written as real
+PNGs, the claims held, contradicted and inconclusive (paired by seed), the published numbers where the
+papers print them, and the calculator."""
 
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ def test_collect_marks_complete_failed_and_missing_jobs(le_sweep: Path) -> None:
     assert missing.overrides == {"miner": "fixed_semihard", "noise": "uniform", "noise.rate": 0.4, "seed": 2}
 
 
-def test_table_cells_are_mean_and_sample_std_over_seeds(le_sweep: Path) -> None:
+def test_table_cells_are_mean_and_95_percent_interval_over_seeds(le_sweep: Path) -> None:
     (group,) = group_runs(collect([le_sweep]))
     table = pivot(group)
     assert table.column_key == "noise.rate"
@@ -147,56 +148,66 @@ def test_table_cells_are_mean_and_sample_std_over_seeds(le_sweep: Path) -> None:
     # By hand: mean(0.80, 0.82, 0.90) = 0.84; deviations -0.04, -0.02, 0.06; sqrt(0.0056 / 2) = 0.052915.
     assert random.mean("test/recall@1") == pytest.approx(0.84)
     assert random.std("test/recall@1") == pytest.approx(0.0529150262)
+    # Half the 95% t-interval: t(0.975, 2) = 4.302653 times 0.052915 / sqrt(3) = 0.131448.
+    assert random.ci95("test/recall@1") == pytest.approx(0.131448, abs=1e-6)
     text = markdown([table], published=[])
-    assert "| triplet + random_semihard | 95.00 ± 0.00 (n=3) | 84.00 ± 5.29 (n=3) |" in text
+    assert "| triplet + random_semihard | 95.00 ± 0.00 (n=3) | 84.00 ± 13.14 (n=3) |" in text
     # Fixed semi-hard at p = 0.4: one run, one crash, one never started; none silently dropped.
     assert "| 70.00 (n=1); failed 1/3; missing 1/3 |" in text
 
 
-def test_claims_held_and_not_held_on_fabricated_le_sweep(le_sweep: Path) -> None:
+def test_claims_are_paired_by_seed_on_fabricated_le_sweep(le_sweep: Path) -> None:
     groups = group_runs(collect([le_sweep]))
     verdicts = {v.claim.id: v for v in claims.evaluate(groups)}
     # random: paired seeds 0.8/0.9, 0.82/0.9, 0.9/0.9 -> 0.9333; fixed: only seed 0 pairs, 0.7/0.9 -> 0.7778.
-    assert verdicts["le2019-ratio"].status == claims.HELD
-    assert "0.933" in verdicts["le2019-ratio"].detail and "0.778" in verdicts["le2019-ratio"].detail
-    assert verdicts["le2019-clean"].status == claims.HELD  # 96 > 95 at p = 0
+    # Random's ratio is higher, but only seed 0 has both methods: one paired seed decides nothing.
+    ratio = verdicts["le2019-ratio"]
+    assert ratio.status == claims.INCONCLUSIVE
+    assert "0.933" in ratio.detail and "0.778" in ratio.detail and "1 paired seed" in ratio.detail
+    (comparison,) = ratio.comparisons
+    assert comparison.result.n_seeds == 1 and comparison.result.effect == pytest.approx(0.8 / 0.9 - 0.7 / 0.9)
+    # 96 > 95 at p = 0 on every seed: the difference does not vary, so the interval is the point.
+    assert verdicts["le2019-clean"].status == claims.HELD
     assert verdicts["bdml-50"].status == claims.NOT_EVALUATED
     assert "no runs of" in verdicts["bdml-50"].detail
 
 
-def test_ratio_claim_fails_and_reports_gaps(tmp_path: Path) -> None:
+def test_ratio_claim_is_contradicted_and_reports_gaps(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    write_multirun(sweep, LE_TASK[:3] + ["seed=0"], LE_BASE)
-    # Random semi-hard loses more to noise than fixed here; fixed's topline at p = 0.4 never ran.
-    recall = {("random_semihard", 0.4): (0.6, 0.9), ("fixed_semihard", 0.4): (0.8, None)}
+    write_multirun(sweep, LE_TASK, LE_BASE)
+    # Random semi-hard loses more to noise than fixed here (seeds 0-2); fixed's topline at p = 0.4 never ran.
+    recall = {
+        ("random_semihard", 0.4): ((0.60, 0.62, 0.58), (0.9,) * 3),
+        ("fixed_semihard", 0.4): ((0.80, 0.81, 0.79), None),
+    }
+
+    def write(miner: str, noise: str, rate: float, seed: int, value: float, name: str) -> None:
+        overrides = [f"miner={miner}", f"noise={noise}", f"noise.rate={rate}", f"seed={seed}"]
+        write_run(
+            sweep / name,
+            overrides,
+            choices={"loss": "triplet", "miner": miner, "noise": noise},
+            config=le_config(miner, noise, rate, seed),
+            metrics={"test/recall@1": value},
+        )
+
     for miner in ("random_semihard", "fixed_semihard"):
         for rate in (0, 0.4):
-            noisy, top = recall.get((miner, rate), (0.9, 0.9))
-            for noise, value in (("uniform", noisy), ("topline", top)):
-                if value is None:
-                    continue
-                overrides = [f"miner={miner}", f"noise={noise}", f"noise.rate={rate}", "seed=0"]
-                write_run(
-                    sweep / ",".join(overrides),
-                    overrides,
-                    choices={"loss": "triplet", "miner": miner, "noise": noise},
-                    config=le_config(miner, noise, rate, 0),
-                    metrics={"test/recall@1": value},
-                )
+            noisy, top = recall.get((miner, rate), ((0.9,) * 3, (0.9,) * 3))
+            for noise, values in (("uniform", noisy), ("topline", top)):
+                for seed, value in enumerate(values or ()):
+                    write(miner, noise, rate, seed, value, f"{miner},{noise},{rate},{seed}")
     verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([sweep])))}["le2019-ratio"]
     assert verdict.status == claims.NOT_EVALUATED
-    assert "fixed_semihard (topline) at noise.rate=0.4: missing 1/1" in verdict.detail
-    # Give fixed its topline: now random's ratio 0.667 is below fixed's 0.889.
-    overrides = ["miner=fixed_semihard", "noise=topline", "noise.rate=0.4", "seed=0"]
-    write_run(
-        sweep / "late",
-        overrides,
-        choices={"loss": "triplet", "miner": "fixed_semihard", "noise": "topline"},
-        config=le_config("fixed_semihard", "topline", 0.4, 0),
-        metrics={"test/recall@1": 0.9},
-    )
+    assert "fixed_semihard (topline) at noise.rate=0.4: missing 3/3" in verdict.detail
+    # Give fixed its topline: now random's ratio 0.667 is below fixed's 0.889 on every seed.
+    for seed in range(3):
+        write("fixed_semihard", "topline", 0.4, seed, 0.9, f"late{seed}")
     verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([sweep])))}["le2019-ratio"]
-    assert verdict.status == claims.NOT_HELD
+    assert verdict.status == claims.CONTRADICTED
+    (comparison,) = verdict.comparisons
+    assert comparison.result.n_seeds == 3 and comparison.result.ci_high < 0
+    assert comparison.result.effect == pytest.approx((0.60 + 0.62 + 0.58 - 0.80 - 0.81 - 0.79) / 3 / 0.9)
 
 
 def bdml_runs(root: Path, recall: dict) -> list[Path]:
@@ -236,32 +247,57 @@ def test_published_numbers_sit_beside_our_cells(tmp_path: Path) -> None:
     (group,) = group_runs(collect([tmp_path]))
     text = markdown([pivot(group)], load_published())
     # BDML Table 1 (MNIST, 50% noise): DML 71.86, BDML 73.60.
-    assert "| DML | 71.00 ± 1.41 (n=2); paper 71.86, Δ −0.86 |" in text
-    assert "| BDML | 75.00 ± 1.41 (n=2); paper 73.60, Δ +1.40 |" in text
+    # 95% interval of two seeds 0.02 apart: t(0.975, 1) = 12.7062 times 0.014142 / sqrt(2) = 0.127062.
+    assert "| DML | 71.00 ± 12.71 (n=2); paper 71.86, Δ −0.86 |" in text
+    assert "| BDML | 75.00 ± 12.71 (n=2); paper 73.60, Δ +1.40 |" in text
 
 
 @pytest.mark.parametrize(
-    ("bdml_at_50", "status"), [((0.74, 0.76), claims.HELD), ((0.60, 0.62), claims.NOT_HELD)]
+    ("bdml_at_50", "status"),
+    [
+        ((0.74, 0.76, 0.75), claims.HELD),  # +4 points on every seed
+        ((0.60, 0.62, 0.61), claims.CONTRADICTED),  # -10 points on every seed
+        ((0.75, 0.68, 0.72), claims.INCONCLUSIVE),  # +5, -4, +1: the interval spans zero
+    ],
 )
 def test_bdml_claims(tmp_path: Path, bdml_at_50: tuple, status: str) -> None:
-    recall = {("DML", 0): [0.98], ("BDML", 0): [0.985], ("DML", 0.5): [0.70, 0.72], ("BDML", 0.5): bdml_at_50}
+    recall = {
+        ("DML", 0): [0.98, 0.97, 0.99],
+        ("BDML", 0): [0.985, 0.975, 0.995],
+        ("DML", 0.5): [0.70, 0.72, 0.71],
+        ("BDML", 0.5): bdml_at_50,
+    }
     bdml_runs(tmp_path, recall)
     verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}
     assert verdicts["bdml-50"].status == status
-    assert verdicts["bdml-gap"].status == status  # gap at p=0 is +0.5 points; at 0.5, +4.0 or -10.0
+    assert verdicts["bdml-gap"].status == status  # gap at p=0 is +0.5 points on every seed
+    (comparison,) = verdicts["bdml-50"].comparisons
+    assert comparison.result.n_seeds == 3
+    if status == claims.INCONCLUSIVE:
+        # Mean +0.67 points, sd 4.51: a paired t-test would need hundreds of seeds to see it.
+        assert verdicts["bdml-50"].seeds_needed is not None and verdicts["bdml-50"].seeds_needed > 100
 
 
-@pytest.mark.parametrize(("adapted", "status"), [(0.93, claims.HELD), (0.89, claims.NOT_HELD)])
-def test_yu_lambda_claim(tmp_path: Path, adapted: float, status: str) -> None:
-    for weight, accuracy in ((0, 0.90), (0.5, adapted), (2, adapted - 0.01)):
-        overrides = [f"loss.match_weight={weight}", "seed=0"]
-        write_run(
-            tmp_path / f"w{weight}",
-            overrides,
-            choices={"loss": "adapted_triplet", "miner": "facenet_semihard"},
-            config={"name": "yu", "seed": 0, "dataset": {"name": "digits"}, "noise": {"rate": 0.0}},
-            metrics={"test/ncm_accuracy": accuracy, "test/recall@1": 0.5},
-        )
+@pytest.mark.parametrize(
+    ("adapted", "status"),
+    [
+        ((0.93, 0.94, 0.92), claims.HELD),
+        ((0.89, 0.90, 0.88), claims.CONTRADICTED),
+        ((0.93, 0.88, 0.90), claims.INCONCLUSIVE),
+    ],
+)
+def test_yu_lambda_claim(tmp_path: Path, adapted: tuple, status: str) -> None:
+    base = (0.90, 0.91, 0.89)
+    for weight, accuracies in ((0, base), (0.5, adapted), (2, tuple(a - 0.01 for a in adapted))):
+        for seed, accuracy in enumerate(accuracies):
+            overrides = [f"loss.match_weight={weight}", f"seed={seed}"]
+            write_run(
+                tmp_path / f"w{weight}_{seed}",
+                overrides,
+                choices={"loss": "adapted_triplet", "miner": "facenet_semihard"},
+                config={"name": "yu", "seed": seed, "dataset": {"name": "digits"}, "noise": {"rate": 0.0}},
+                metrics={"test/ncm_accuracy": accuracy, "test/recall@1": 0.5},
+            )
     (group,) = group_runs(collect([tmp_path]))
     assert pivot(group).column_key == "loss.match_weight"
     verdict = {v.claim.id: v for v in claims.evaluate([group])}["yu2018-lambda"]
@@ -280,18 +316,20 @@ def test_eps_is_compared_with_the_miner_of_its_negative_rule_and_method_keys_sta
         ("margin", "easy_positive", "distance_weighted"): 0.70,
         ("margin", "distance_weighted", None): 0.80,
     }
+    # Two seeds of the same numbers: the differences do not vary, so each comparison is decided.
     for (loss, miner, negatives), recall in runs.items():
-        overrides = [f"loss={loss}", f"miner={miner}", "noise.rate=0.4", "seed=0"]
-        overrides += [f"miner.negatives={negatives}"] if negatives else []
-        config = {"name": "m", "seed": 0, "dataset": {"name": "digits"}, "noise": {"rate": 0.4}}
-        config["miner"] = {"negatives": negatives} if negatives else {}
-        write_run(
-            tmp_path / f"{loss}_{miner}_{negatives}",
-            overrides,
-            choices={"loss": loss, "miner": miner},
-            config=config,
-            metrics={"test/recall@1": recall},
-        )
+        for seed in (0, 1):
+            overrides = [f"loss={loss}", f"miner={miner}", "noise.rate=0.4", f"seed={seed}"]
+            overrides += [f"miner.negatives={negatives}"] if negatives else []
+            config = {"name": "m", "seed": seed, "dataset": {"name": "digits"}, "noise": {"rate": 0.4}}
+            config["miner"] = {"negatives": negatives} if negatives else {}
+            write_run(
+                tmp_path / f"{loss}_{miner}_{negatives}_{seed}",
+                overrides,
+                choices={"loss": loss, "miner": miner},
+                config=config,
+                metrics={"test/recall@1": recall},
+            )
     semi = ["loss=semi_adapted_triplet", "miner=facenet_semihard", "data.unlabeled_fraction=0.5", "seed=0"]
     write_run(
         tmp_path / "semi",
@@ -305,25 +343,31 @@ def test_eps_is_compared_with_the_miner_of_its_negative_rule_and_method_keys_sta
     verdict = {v.claim.id: v for v in claims.evaluate([group])}["levi2021-eps"]
     # EPS + semi-hard beats FaceNet semi-hard (its rule) but EPS + distance-weighted loses to its rule;
     # batch-hard, another rule, is not the baseline.
-    assert verdict.status == claims.NOT_HELD
+    assert verdict.status == claims.CONTRADICTED
     assert "triplet + facenet_semihard 85.00" in verdict.detail
     assert "margin + distance_weighted 80.00" in verdict.detail
     assert "batch_hard" not in verdict.detail
 
 
 def test_bspml_maw_is_read_from_the_last_logged_epoch(tmp_path: Path) -> None:
-    for age, maw in ((1, [1.0, 0.5, 0.3]), (5, [1.0, 0.8, 0.7])):
-        overrides = [f"loss.age_max={age}", "seed=0"]
+    logged = {
+        (1, 0): [1.0, 0.5, 0.3],
+        (5, 0): [1.0, 0.8, 0.7],
+        (1, 1): [1.0, 0.5, 0.35],
+        (5, 1): [1.0, 0.8, 0.72],
+    }
+    for (age, seed), maw in logged.items():
+        overrides = [f"loss.age_max={age}", f"seed={seed}"]
         write_run(
-            tmp_path / f"age{age}",
+            tmp_path / f"age{age}_{seed}",
             overrides,
             choices={"loss": "bspml", "miner": "multi_similarity"},
-            config={"name": "bspml", "seed": 0, "dataset": {"name": "digits"}, "noise": {"rate": 0.2}},
+            config={"name": "bspml", "seed": seed, "dataset": {"name": "digits"}, "noise": {"rate": 0.2}},
             metrics={"test/recall@1": 0.9},
             logged={"train/maw": maw, "train/sdaw": [0.0, 0.1, 0.05]},
         )
     runs = collect([tmp_path])
-    assert sorted(r.metrics["train/maw"] for r in runs) == [0.3, 0.7]
+    assert sorted(r.metrics["train/maw"] for r in runs) == [0.3, 0.35, 0.7, 0.72]
     verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(runs))}
     assert verdicts["zhang2023-maw"].status == claims.HELD
     assert verdicts["zhang2023-sdaw"].status == claims.NOT_EVALUATED  # loss.mu was not swept
@@ -359,7 +403,28 @@ def test_report_writes_tables_figures_and_claims(le_sweep: Path, tmp_path: Path)
     out = tmp_path / "reports" / "le"
     report = (out / "report.md").read_text()
     assert "missing 1/3" in report and "failed 1/3" in report
-    assert "le2019-ratio" in (out / "claims.md").read_text()
+    claims_md = (out / "claims.md").read_text()
+    assert "le2019-ratio" in claims_md and "effect [95% CI]" in claims_md
+    assert "within the spread" not in report
+    with (out / "claims.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[:11] == [
+        "claim",
+        "paper",
+        "experiment",
+        "comparison",
+        "metric",
+        "effect",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "n_seeds",
+        "seeds_needed",
+    ]
+    (clean,) = [r for r in rows if r["claim"] == "le2019-clean"]
+    assert clean["verdict"] == "held" and clean["n_seeds"] == "3"
+    assert float(clean["effect"]) == pytest.approx(0.01) and float(clean["ci_low"]) == pytest.approx(0.01)
+    assert {r["verdict"] for r in rows if r["claim"] == "bdml-50"} == {"not evaluated"}
     with (out / "cells.csv").open() as f:
         cells = list(csv.DictReader(f))
     (cell,) = [
@@ -370,6 +435,7 @@ def test_report_writes_tables_figures_and_claims(le_sweep: Path, tmp_path: Path)
         and c["metric"] == "test/recall@1"
     ]
     assert float(cell["mean"]) == pytest.approx(0.84) and float(cell["std"]) == pytest.approx(0.0529150262)
+    assert float(cell["ci95"]) == pytest.approx(0.131448, abs=1e-6)
     assert (cell["n"], cell["runs"], cell["complete"]) == ("3", "3", "3")
     with (out / "runs.csv").open() as f:
         assert sorted(r["status"] for r in csv.DictReader(f)).count("missing") == 1

@@ -1,30 +1,62 @@
-"""The papers' qualitative claims as rules over the aggregated runs: held, did not hold, or not evaluated.
+"""The papers' qualitative claims as rules over the aggregated runs: held, contradicted, inconclusive, or
+not evaluated.
 
 Each claim finds its methods by Hydra's group choices (``loss``, ``miner``, ``backbone``), not by
 label, so it works on any experiment that runs them: the papers' data sets or the digits. It is
-checked in every group (experiment x data set) that holds at least one of its methods, on the means
-over seeds; a group that lacks the other runs it needs says which ones are missing or failed.
-Methods are compared row against row only where their other overrides agree (same noise model,
-embedding size, ...), or, when each side has a single row, against each other.
+checked in every group (experiment x data set) that holds at least one of its methods; a group that lacks
+the other runs it needs says which ones are missing or failed. Methods are compared row against row only
+where their other overrides agree (same noise model, embedding size, ...), or, when each side has a
+single row, against each other.
+
+Every comparison is paired by seed (both methods trained on the same noisy labels and sampler): the mean
+difference in the paper's direction, its 95% t-interval and a paired t-test's p-value
+(``noisydml.report.statistics``). A claim over several comparisons ("at every noise rate") holds when
+each interval lies above zero, is contradicted when one lies below, and is inconclusive otherwise.
 """
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from noisydml.report.collect import FAILED, MISSING, canonical, lookup
-from noisydml.report.tables import Cell, Group, Row, Table, format_number, md_cell, pivot, topline_ratio
+from noisydml.report.statistics import (
+    CONTRADICTED,
+    HELD,
+    INCONCLUSIVE,
+    MAX_SEEDS,
+    Paired,
+    combine,
+    equivalence,
+    paired,
+)
+from noisydml.report.tables import (
+    Cell,
+    Group,
+    Row,
+    Table,
+    csv_number,
+    format_number,
+    md_cell,
+    pivot,
+    seed_means,
+    topline_ratios,
+)
 
-HELD, NOT_HELD, NOT_EVALUATED = "held", "did not hold", "not evaluated"
+NOT_EVALUATED = "not evaluated"
+STATUSES = (HELD, CONTRADICTED, INCONCLUSIVE, NOT_EVALUATED)
 RECALL = "test/recall@1"
 # Overrides that make a row a different method; rows that agree on everything else are compared.
 METHOD_KEYS = ("method", "loss", "miner", "backbone")
-# Le & Odobez: "relatively as robust" read as noisy/topline Recall@1 ratios within this distance.
+# Le & Odobez: "relatively as robust" read as noisy/topline Recall@1 ratios within this distance (our
+# threshold, not the paper's).
 SIMILAR_RATIO = 0.05
+RATIO = "recall@1 noisy/topline"
 
 
 @dataclass(frozen=True)
@@ -36,7 +68,26 @@ class Claim:
     text: str
     rule: str
     needs: str
-    check: Callable[[Group], tuple[str, str] | None]
+    check: Callable[[Group], Outcome | None]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One paired comparison a claim makes: ``a - b`` by seed, ``a`` the side the paper says is larger
+    (for a claim of equality, the verdict is ``equivalence``'s)."""
+
+    what: str
+    metric: str
+    result: Paired
+    verdict: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    detail: str
+    comparisons: tuple[Comparison, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -45,6 +96,24 @@ class Verdict:
     where: str
     status: str
     detail: str
+    comparisons: tuple[Comparison, ...] = field(default=())
+
+    @property
+    def deciding(self) -> Comparison | None:
+        """The comparison the verdict rests on: a contradicting one, else the one nearest to failing."""
+        against = [c for c in self.comparisons if c.verdict == CONTRADICTED]
+        if against:
+            return against[0]
+        return min(self.comparisons, key=lambda c: c.result.ci_low, default=None)
+
+    @property
+    def seeds_needed(self) -> int | None:
+        """For an inconclusive claim, the seeds at which each open comparison would be decided with 80%
+        power at its observed effect; None when one of them is out of reach."""
+        open_ = [c.result.seeds_needed() for c in self.comparisons if c.verdict == INCONCLUSIVE]
+        if self.status != INCONCLUSIVE or not open_ or None in open_:
+            return None
+        return max(n for n in open_ if n is not None)
 
 
 def evaluate(groups: list[Group], claims: Iterable[Claim] | None = None) -> list[Verdict]:
@@ -57,26 +126,119 @@ def evaluate(groups: list[Group], claims: Iterable[Claim] | None = None) -> list
             outcome = claim.check(group)
             if outcome is not None:
                 found = True
-                verdicts.append(Verdict(claim, group.title, *outcome))
+                verdicts.append(
+                    Verdict(claim, group.title, outcome.status, outcome.detail, outcome.comparisons)
+                )
         if not found:
             verdicts.append(Verdict(claim, "", NOT_EVALUATED, f"no runs of {claim.needs}"))
     return verdicts
 
 
+def _interval(comparison: Comparison) -> str:
+    r, metric = comparison.result, comparison.metric
+    if r.n_seeds == 0:
+        return "-"
+    low = "−∞" if math.isinf(r.ci_low) else fmt_signed(r.ci_low, metric)
+    high = "+∞" if math.isinf(r.ci_high) else fmt_signed(r.ci_high, metric)
+    return f"{fmt_signed(r.effect, metric)} [{low}, {high}]"
+
+
+def _p(result: Paired) -> str:
+    return "-" if math.isnan(result.p_value) else f"{result.p_value:.3g}"
+
+
+def _seeds(verdict: Verdict) -> str:
+    deciding = verdict.deciding
+    if deciding is None:
+        return "-"
+    fewest = min(c.result.n_seeds for c in verdict.comparisons)
+    if verdict.status != INCONCLUSIVE:
+        return str(fewest)
+    if fewest < 2:
+        return f"{fewest}; 2 or more give an interval"
+    needed = verdict.seeds_needed
+    return f"{fewest}; {needed} to decide" if needed else f"{fewest}; more than {MAX_SEEDS} to decide"
+
+
 def markdown(verdicts: list[Verdict]) -> str:
-    counts = {s: sum(v.status == s for v in verdicts) for s in (HELD, NOT_HELD, NOT_EVALUATED)}
+    counts = {s: sum(v.status == s for v in verdicts) for s in STATUSES}
     out = [
         "# Claims\n",
-        f"{counts[HELD]} held, {counts[NOT_HELD]} did not hold, {counts[NOT_EVALUATED]} not evaluated. "
-        "Each rule compares means over seeds; see the tables for spreads.\n",
-        "| id | paper | claim | rule | where | verdict | detail |",
-        "|---|---|---|---|---|---|---|",
+        ", ".join(f"{counts[s]} {s}" for s in STATUSES) + ". "
+        "Each comparison is paired by seed: the mean difference in the paper's direction with its 95% "
+        "t-interval (points for %-metrics) and a paired t-test's p. held: every interval above zero; "
+        "contradicted: one below zero; inconclusive: an interval across zero. `seeds`: the fewest seeds "
+        "a comparison has, and for an inconclusive claim how many would decide it with 80% power at the "
+        "observed effect. `effect` is the comparison the verdict rests on; `claims.csv` has every one.\n",
+        "| id | paper | claim | rule | where | verdict | effect [95% CI] | p | seeds | detail |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for v in verdicts:
-        claim = v.claim
-        cells = (claim.id, claim.paper, claim.text, claim.rule, v.where or "-", f"**{v.status}**", v.detail)
+        claim, deciding = v.claim, v.deciding
+        interval = _interval(deciding) if deciding else "-"
+        p = _p(deciding.result) if deciding else "-"
+        cells = (
+            claim.id,
+            claim.paper,
+            claim.text,
+            claim.rule,
+            v.where or "-",
+            f"**{v.status}**",
+            interval,
+            p,
+            _seeds(v),
+            v.detail,
+        )
         out.append("| " + " | ".join(md_cell(text) for text in cells) + " |")
     return "\n".join(out) + "\n"
+
+
+CLAIM_FIELDS = (
+    "claim",
+    "paper",
+    "experiment",
+    "comparison",
+    "metric",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "n_seeds",
+    "seeds_needed",
+    "verdict",
+    "claim_verdict",
+)
+
+
+def write_claims_csv(verdicts: list[Verdict], path: Path) -> Path:
+    """One line per comparison (numbers as fractions, as the runs log them); a claim without one gets a
+    line of its own with its verdict."""
+    with Path(path).open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CLAIM_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for v in verdicts:
+            claim = {"claim": v.claim.id, "paper": v.claim.paper, "experiment": v.where}
+            base = {**claim, "claim_verdict": v.status}
+            if not v.comparisons:
+                writer.writerow({**base, "verdict": v.status})
+            for c in v.comparisons:
+                r = c.result
+                needed = r.seeds_needed() if c.verdict == INCONCLUSIVE else None
+                writer.writerow(
+                    {
+                        **base,
+                        "comparison": c.what,
+                        "metric": c.metric,
+                        "effect": csv_number(r.effect),
+                        "ci_low": csv_number(r.ci_low),
+                        "ci_high": csv_number(r.ci_high),
+                        "p_value": csv_number(r.p_value),
+                        "n_seeds": r.n_seeds,
+                        "seeds_needed": needed or "",
+                        "verdict": c.verdict,
+                    }
+                )
+    return Path(path)
 
 
 # --- helpers over a table ---------------------------------------------------------------------------
@@ -113,6 +275,12 @@ def pairs(
     return matched
 
 
+def by_seed(row: Row, column: Any, metric: str) -> dict[str, float]:
+    """The row's metric at one column value, by seed (empty when no run there logged it)."""
+    cell = row.cells.get(canonical(column))
+    return seed_means(cell, metric) if cell else {}
+
+
 def mean_at(row: Row, column: Any, metric: str) -> float:
     cell = row.cells.get(canonical(column))
     return cell.mean(metric) if cell else math.nan
@@ -138,7 +306,38 @@ def is_number(value: Any) -> bool:
 
 
 def fmt(value: float, metric: str) -> str:
-    return format_number(value, metric)
+    return format_number(value, metric) if metric != RATIO else f"{value:.3f}"
+
+
+def fmt_signed(value: float, metric: str) -> str:
+    return ("+" if value >= 0 else "−") + fmt(abs(value), metric)
+
+
+def _mean(values: dict[str, float]) -> float:
+    return sum(values.values()) / len(values) if values else math.nan
+
+
+def compare(
+    what: str,
+    metric: str,
+    a: dict[str, float],
+    b: dict[str, float],
+    labels: tuple[str, str],
+    similar_within: float | None = None,
+) -> Comparison:
+    """``a`` against ``b`` (values by seed) on their shared seeds; with ``similar_within``, a claim that
+    the two are about equal (``equivalence``), else that ``a`` is larger."""
+    result = paired(a, b)
+    status = result.verdict if similar_within is None else equivalence(result, similar_within)
+    stats_text = (
+        f"Δ {_interval(Comparison(what, metric, result, status, ''))}, p={_p(result)}, "
+        f"{result.n_seeds} paired seed{'s' if result.n_seeds != 1 else ''}"
+    )
+    text = (
+        f"{what}: {labels[0]} {fmt(_mean(a), metric)} vs {labels[1]} {fmt(_mean(b), metric)} "
+        f"({stats_text}: {status})"
+    )
+    return Comparison(what, metric, result, status, text)
 
 
 def compare_columns(
@@ -146,29 +345,30 @@ def compare_columns(
     pairs_: list[tuple[Row, Row]],
     metric: str,
     columns: list[Any] | None = None,
-) -> tuple[list[str], list[str], bool]:
-    """a > b at every column both have: ``(comparisons, gaps, all held)``."""
-    done, gaps, held = [], [], True
+) -> tuple[list[Comparison], list[str]]:
+    """a > b at every column both have, paired by seed: ``(comparisons, gaps)``."""
+    done, gaps = [], []
     for a, b in pairs_:
         for column in columns if columns is not None else table.columns:
-            ma, mb = mean_at(a, column, metric), mean_at(b, column, metric)
-            if math.isnan(ma) or math.isnan(mb):
-                gaps += [gap(r, column, table.column_key) for r, m in ((a, ma), (b, mb)) if math.isnan(m)]
+            va, vb = by_seed(a, column, metric), by_seed(b, column, metric)
+            if not va or not vb:
+                gaps += [gap(r, column, table.column_key) for r, v in ((a, va), (b, vb)) if not v]
                 continue
-            held &= ma > mb
-            done.append(
-                f"{table.column_key}={column}: {a.label} {fmt(ma, metric)} vs {b.label} {fmt(mb, metric)}"
-            )
-    return done, gaps, held
+            where = f"{table.column_key}={column}"
+            if not set(va) & set(vb):
+                gaps.append(f"{a.label} and {b.label} at {where}: no seed in common")
+                continue
+            done.append(compare(where, metric, va, vb, (a.label, b.label)))
+    return done, gaps
 
 
-def verdict(done: list[str], gaps: list[str], held: bool) -> tuple[str, str]:
+def outcome(done: list[Comparison], gaps: list[str]) -> Outcome:
     if not done:
-        return NOT_EVALUATED, f"missing: {summarize(gaps)}" if gaps else "nothing to compare"
-    detail = "; ".join(done)
+        return Outcome(NOT_EVALUATED, f"missing: {summarize(gaps)}" if gaps else "nothing to compare")
+    detail = "; ".join(c.text for c in done)
     if gaps:
         detail += f" (not evaluated: {summarize(gaps)})"
-    return (HELD if held else NOT_HELD), detail
+    return Outcome(combine([c.verdict for c in done]), detail, tuple(done))
 
 
 def summarize(gaps: list[str], shown: int = 3) -> str:
@@ -200,92 +400,97 @@ def _ratio_check(
     a_name: str,
     b_name: str,
     columns: Callable[[float], bool],
-    rule: Callable[[float, float], bool],
-) -> tuple[str, str] | None:
+    relation: str,
+) -> Outcome | None:
+    """Noisy/topline Recall@1 of method a against method b, per seed, at the noise rates ``columns``
+    keeps: ``relation`` is ``greater`` (a's ratio is higher), ``less`` or ``similar`` (within
+    ``SIMILAR_RATIO``)."""
     table = pivot(group, "noise.rate")
     rows = _le_rows(table)
     if not rows[a_name] and not rows[b_name]:
         return None
     if not rows[a_name] or not rows[b_name]:
         absent = a_name if not rows[a_name] else b_name
-        return NOT_EVALUATED, f"no noisy runs of the {absent} method"
-    done, gaps, held = [], [], True
+        return Outcome(NOT_EVALUATED, f"no noisy runs of the {absent} method")
+    done, gaps = [], []
     wanted = [c for c in table.columns if is_number(c) and columns(float(c))]
     if not wanted:
-        return NOT_EVALUATED, "the sweep has no noise rate in the range the claim is about"
+        return Outcome(NOT_EVALUATED, "the sweep has no noise rate in the range the claim is about")
     for a, b in pairs(rows[a_name], rows[b_name]):
         ta, tb = table.partner(a), table.partner(b)
         if ta is None or tb is None:
             gaps.append(f"no topline runs (noise=topline) for {a.label if ta is None else b.label}")
             continue
         for p in wanted:
-            ra, _, _ = topline_ratio(a, ta, p, RECALL)
-            rb, _, _ = topline_ratio(b, tb, p, RECALL)
-            if math.isnan(ra) or math.isnan(rb):
+            ra, rb = topline_ratios(a, ta, p, RECALL), topline_ratios(b, tb, p, RECALL)
+            if not ra or not rb:
                 for row, top, r in ((a, ta, ra), (b, tb, rb)):
-                    if math.isnan(r):
+                    if not r:
                         gaps += [
                             gap(x, p, "noise.rate") for x in (row, top) if math.isnan(mean_at(x, p, RECALL))
-                        ]
+                        ] or [f"{row.label} and its topline at noise.rate={p}: no seed in common"]
                 continue
-            held &= rule(ra, rb)
-            done.append(f"p={p}: {a.label} {ra:.3f} vs {b.label} {rb:.3f}")
-    return verdict(done, gaps, held)
+            if not set(ra) & set(rb):
+                gaps.append(f"{a.label} and {b.label} at noise.rate={p}: no seed in common")
+                continue
+            if relation == "less":
+                done.append(compare(f"p={p}", RATIO, rb, ra, (b.label, a.label)))
+            else:
+                within = SIMILAR_RATIO if relation == "similar" else None
+                done.append(compare(f"p={p}", RATIO, ra, rb, (a.label, b.label), within))
+    return outcome(done, gaps)
 
 
-def _le_ratio_random_vs_fixed(group: Group) -> tuple[str, str] | None:
-    return _ratio_check(group, "random", "fixed", lambda p: p >= 0.4 - 1e-9, lambda a, b: a > b)
+def _le_ratio_random_vs_fixed(group: Group) -> Outcome | None:
+    return _ratio_check(group, "random", "fixed", lambda p: p >= 0.4 - 1e-9, "greater")
 
 
-def _le_clean_fixed_vs_random(group: Group) -> tuple[str, str] | None:
+def _le_clean_fixed_vs_random(group: Group) -> Outcome | None:
     table = pivot(group, "noise.rate")
     rows = _le_rows(table)
     if not rows["random"] and not rows["fixed"]:
         return None
     if 0 not in [c for c in table.columns if is_number(c)]:
-        return NOT_EVALUATED, "the sweep has no p = 0"
-    return verdict(*compare_columns(table, pairs(rows["fixed"], rows["random"]), RECALL, [0]))
+        return Outcome(NOT_EVALUATED, "the sweep has no p = 0")
+    return outcome(*compare_columns(table, pairs(rows["fixed"], rows["random"]), RECALL, [0]))
 
 
 def _pretrained(group: Group) -> bool:
     return any(bool(lookup(r.config, "backbone.trunk.pretrained")) for r in group.runs if r.has_config)
 
 
-def _le_marginal_scratch(group: Group) -> tuple[str, str] | None:
+def _le_marginal_scratch(group: Group) -> Outcome | None:
     if _pretrained(group):
         return None
     table = pivot(group, "noise.rate")
     rows = _le_rows(table)
     if not rows["marginal"]:
         return None
-    found = []
-    for other in ("random", "fixed"):
-        outcome = _ratio_check(group, "marginal", other, lambda p: p > 0, lambda a, b: a < b)
-        found.append(outcome)
-    statuses = [o[0] for o in found if o]
-    details = " | ".join(o[1] for o in found if o)
-    if NOT_HELD in statuses:
-        return NOT_HELD, details
-    if statuses and all(s == HELD for s in statuses) and len(statuses) == 2:
-        return HELD, details
-    return NOT_EVALUATED, details
+    found = [_ratio_check(group, "marginal", other, lambda p: p > 0, "less") for other in ("random", "fixed")]
+    found = [o for o in found if o is not None]
+    details = " | ".join(o.detail for o in found)
+    comparisons = tuple(c for o in found for c in o.comparisons)
+    statuses = [o.status for o in found]
+    if CONTRADICTED in statuses:
+        return Outcome(CONTRADICTED, details, comparisons)
+    if len(statuses) == 2 and NOT_EVALUATED not in statuses:
+        return Outcome(combine(statuses), details, comparisons)
+    return Outcome(NOT_EVALUATED, details, comparisons)
 
 
-def _le_marginal_pretrained(group: Group) -> tuple[str, str] | None:
+def _le_marginal_pretrained(group: Group) -> Outcome | None:
     if not _pretrained(group):
         return None
     table = pivot(group, "noise.rate")
     if not _le_rows(table)["marginal"]:
         return None
-    return _ratio_check(
-        group, "marginal", "random", lambda p: 0 < p <= 0.4 + 1e-9, lambda a, b: abs(a - b) <= SIMILAR_RATIO
-    )
+    return _ratio_check(group, "marginal", "random", lambda p: 0 < p <= 0.4 + 1e-9, "similar")
 
 
 # --- Yu et al. 2018 ----------------------------------------------------------------------------------
 
 
-def _yu_lambda(group: Group) -> tuple[str, str] | None:
+def _yu_lambda(group: Group) -> Outcome | None:
     table = pivot(group, "loss.match_weight")
     rows = rows_where(table, loss=lambda loss: loss in ("adapted_triplet", "semi_adapted_triplet"))
     if not rows:
@@ -293,21 +498,23 @@ def _yu_lambda(group: Group) -> tuple[str, str] | None:
     metric = metric_for(table, ("test/ncm_accuracy", RECALL))
     lambdas = [c for c in table.columns if is_number(c)]
     if 0 not in lambdas or not any(c > 0 for c in lambdas):
-        return NOT_EVALUATED, f"needs loss.match_weight=0 and > 0; the runs have {lambdas}"
-    done, gaps, held = [], [], True
+        return Outcome(NOT_EVALUATED, f"needs loss.match_weight=0 and > 0; the runs have {lambdas}")
+    done, gaps = [], []
     for row in rows:
-        base = mean_at(row, 0, metric)
+        base = by_seed(row, 0, metric)
         positive = {c: mean_at(row, c, metric) for c in lambdas if c > 0}
-        best = max((v for v in positive.values() if not math.isnan(v)), default=math.nan)
-        if math.isnan(base) or math.isnan(best):
-            gaps += [
-                gap(row, c, table.column_key) for c in [0, *positive] if math.isnan(mean_at(row, c, metric))
-            ]
+        known = {c: v for c, v in positive.items() if not math.isnan(v)}
+        if not base or not known:
+            gaps += [gap(row, c, table.column_key) for c in [0, *positive] if not by_seed(row, c, metric)]
             continue
-        held &= best > base
-        at = next(c for c, v in positive.items() if v == best)
-        done.append(f"{row.label}: best λ={at} {fmt(best, metric)} vs λ=0 {fmt(base, metric)} ({metric})")
-    return verdict(done, gaps, held)
+        at = max(known, key=known.get)
+        best = by_seed(row, at, metric)
+        if not set(best) & set(base):
+            gaps.append(f"{row.label} at λ={at} and λ=0: no seed in common")
+            continue
+        labels = (f"λ={at}", "λ=0")
+        done.append(compare(f"{row.label}: best λ={at} vs λ=0 ({metric})", metric, best, base, labels))
+    return outcome(done, gaps)
 
 
 # --- BDML --------------------------------------------------------------------------------------------
@@ -324,47 +531,53 @@ def _bdml_rows(table: Table) -> tuple[list[Row], list[Row]]:
 
 
 def _bdml_check(
-    rule: Callable[[Table, list[Row], list[Row], str], tuple[str, str]],
-) -> Callable[[Group], tuple[str, str] | None]:
+    rule: Callable[[Table, list[Row], list[Row], str], Outcome],
+) -> Callable[[Group], Outcome | None]:
     """A BDML claim: ``rule(table by noise rate, BDML rows, DML rows, metric)`` where both kinds ran."""
 
-    def check(group: Group) -> tuple[str, str] | None:
+    def check(group: Group) -> Outcome | None:
         table = pivot(group, "noise.rate")
         bdml, dml = _bdml_rows(table)
         if not bdml:
             return None
         if not dml:
-            return NOT_EVALUATED, "no DML runs (loss=triplet on a non-Bayesian backbone)"
+            return Outcome(NOT_EVALUATED, "no DML runs (loss=triplet on a non-Bayesian backbone)")
         return rule(table, bdml, dml, metric_for(table, ("test/knn_accuracy@3", RECALL)))
 
     return check
 
 
 @_bdml_check
-def _bdml_at_50(table: Table, bdml: list[Row], dml: list[Row], metric: str) -> tuple[str, str]:
+def _bdml_at_50(table: Table, bdml: list[Row], dml: list[Row], metric: str) -> Outcome:
     if 0.5 not in [c for c in table.columns if is_number(c)]:
-        return NOT_EVALUATED, "the sweep has no noise.rate=0.5"
-    return verdict(*compare_columns(table, pairs(bdml, dml), metric, [0.5]))
+        return Outcome(NOT_EVALUATED, "the sweep has no noise.rate=0.5")
+    return outcome(*compare_columns(table, pairs(bdml, dml), metric, [0.5]))
+
+
+def _difference(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return {seed: a[seed] - b[seed] for seed in a if seed in b}
 
 
 @_bdml_check
-def _bdml_gap_grows(table: Table, bdml: list[Row], dml: list[Row], metric: str) -> tuple[str, str]:
+def _bdml_gap_grows(table: Table, bdml: list[Row], dml: list[Row], metric: str) -> Outcome:
     rates = [c for c in table.columns if is_number(c)]
     if 0 not in rates or max(rates, default=0) <= 0:
-        return NOT_EVALUATED, f"needs p = 0 and a p > 0; the runs have {rates}"
+        return Outcome(NOT_EVALUATED, f"needs p = 0 and a p > 0; the runs have {rates}")
     top = max(rates)
-    done, gaps, held = [], [], True
+    done, gaps = [], []
     for a, b in pairs(bdml, dml):
-        values = {p: (mean_at(a, p, metric), mean_at(b, p, metric)) for p in (0, top)}
-        if any(math.isnan(v) for pair in values.values() for v in pair):
-            gaps += [
-                gap(r, p, "noise.rate") for p in (0, top) for r in (a, b) if math.isnan(mean_at(r, p, metric))
-            ]
+        if any(not by_seed(r, p, metric) for p in (0, top) for r in (a, b)):
+            gaps += [gap(r, p, "noise.rate") for p in (0, top) for r in (a, b) if not by_seed(r, p, metric)]
             continue
-        clean, noisy = (values[p][0] - values[p][1] for p in (0, top))
-        held &= noisy > clean
-        done.append(f"BDML - DML at p=0: {fmt(clean, metric)}, at p={top}: {fmt(noisy, metric)} ({metric})")
-    return verdict(done, gaps, held)
+        # The gap per seed at each rate, then the noisy gap against the clean one, seed by seed.
+        clean = _difference(by_seed(a, 0, metric), by_seed(b, 0, metric))
+        noisy = _difference(by_seed(a, top, metric), by_seed(b, top, metric))
+        if not set(clean) & set(noisy):
+            gaps.append(f"{a.label} - {b.label} at p=0 and p={top}: no seed in common")
+            continue
+        what = f"{a.label} - {b.label} at p={top} vs at p=0 ({metric})"
+        done.append(compare(what, metric, noisy, clean, (f"p={top}", "p=0")))
+    return outcome(done, gaps)
 
 
 # --- Levi et al. 2021 --------------------------------------------------------------------------------
@@ -382,7 +595,7 @@ def _negatives(row: Row) -> str | None:
     return next((r.value("miner.negatives") for r in row.runs if r.has_config), None)
 
 
-def _levi_eps(group: Group) -> tuple[str, str] | None:
+def _levi_eps(group: Group) -> Outcome | None:
     table = pivot(group)
     eps = rows_where(table, miner="easy_positive")
     if not eps:
@@ -395,15 +608,17 @@ def _levi_eps(group: Group) -> tuple[str, str] | None:
     matched = same_rule or same_loss
     if not matched:
         losses = sorted({str(r.choice("loss")) for r in eps})
-        return NOT_EVALUATED, f"no runs of the same loss ({', '.join(losses)}) without miner=easy_positive"
-    return verdict(*compare_columns(table, matched, RECALL))
+        return Outcome(
+            NOT_EVALUATED, f"no runs of the same loss ({', '.join(losses)}) without miner=easy_positive"
+        )
+    return outcome(*compare_columns(table, matched, RECALL))
 
 
 # --- Zhang et al. 2023 (BSPML) -------------------------------------------------------------------------
 
 
-def _bspml_vs_ms(key: str, require_varied: bool) -> Callable[[Group], tuple[str, str] | None]:
-    def check(group: Group) -> tuple[str, str] | None:
+def _bspml_vs_ms(key: str, require_varied: bool) -> Callable[[Group], Outcome | None]:
+    def check(group: Group) -> Outcome | None:
         if require_varied and not _varies(group, key):
             return None
         table = pivot(group, key)
@@ -414,32 +629,46 @@ def _bspml_vs_ms(key: str, require_varied: bool) -> Callable[[Group], tuple[str,
         if require_varied and len({canonical(r.value(key)) for row in bspml + ms for r in row.runs}) < 2:
             return None
         if not bspml or not ms:
-            return NOT_EVALUATED, "no runs of " + ("loss=bspml" if not bspml else "loss=multi_similarity")
-        return verdict(*compare_columns(table, pairs(bspml, ms), RECALL))
+            return Outcome(
+                NOT_EVALUATED, "no runs of " + ("loss=bspml" if not bspml else "loss=multi_similarity")
+            )
+        return outcome(*compare_columns(table, pairs(bspml, ms), RECALL))
 
     return check
 
 
-def _bspml_trend(key: str, metric: str, increasing: bool) -> Callable[[Group], tuple[str, str] | None]:
-    def check(group: Group) -> tuple[str, str] | None:
+def _bspml_trend(key: str, metric: str, increasing: bool) -> Callable[[Group], Outcome | None]:
+    def check(group: Group) -> Outcome | None:
         if not any(key in r.overrides for r in group.runs) or not _varies(group, key):
             return None
         table = pivot(group, key)
         rows = rows_where(table, loss="bspml")
         if not rows:
             return None
-        done, gaps, held = [], [], True
+        done, gaps = [], []
         for row in rows:
-            values = [(c, mean_at(row, c, metric)) for c in table.columns if is_number(c)]
-            known = [(c, v) for c, v in values if not math.isnan(v)]
-            gaps += [gap(row, c, key) for c, v in values if math.isnan(v)]
+            values = [(c, by_seed(row, c, metric)) for c in table.columns if is_number(c)]
+            known = [(c, v) for c, v in values if v]
+            gaps += [gap(row, c, key) for c, v in values if not v]
             if len(known) < 2:
                 continue
-            first, last = known[0][1], known[-1][1]
-            held &= (last > first) if increasing else (last < first)
-            trail = ", ".join(f"{c}: {v:.3f}" for c, v in known)
-            done.append(f"{row.label}: {trail}")
-        return verdict(done, gaps, held)
+            (first, at_first), (last, at_last) = known[0], known[-1]
+            if not set(at_first) & set(at_last):
+                gaps.append(f"{row.label} at {key}={first} and {key}={last}: no seed in common")
+                continue
+            ends = ((last, at_last), (first, at_first))
+            larger, smaller = ends if increasing else ends[::-1]
+            trail = ", ".join(f"{c}: {_mean(v):.3f}" for c, v in known)
+            done.append(
+                compare(
+                    f"{row.label} ({trail})",
+                    metric,
+                    larger[1],
+                    smaller[1],
+                    (f"{key}={larger[0]}", f"{key}={smaller[0]}"),
+                )
+            )
+        return outcome(done, gaps)
 
     return check
 

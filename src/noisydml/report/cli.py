@@ -2,7 +2,8 @@
 ``noisydml-report --theory --p 0.2 --classes 100``: Le & Odobez's noise calculator.
 
 The report goes to ``<out>/<name>/``: ``report.md`` (claims, figures, tables), ``claims.md``,
-``cells.csv`` (every table cell, numbers as fractions), ``runs.csv`` (every run with its status) and
+``claims.csv`` (every paired comparison: effect, 95% CI, p-value, seeds, verdict), ``cells.csv`` (every
+table cell, numbers as fractions), ``runs.csv`` (every run with its status) and
 ``figures/*.png``.
 """
 
@@ -31,7 +32,8 @@ from noisydml.report.tables import (
 )
 
 LEGEND = (
-    "Cells: mean ± sample std over seeds (n = complete runs with the metric); recall, NMI, mAP and "
+    "Cells: mean ± half the 95% confidence interval over seeds (Student's t; n = complete runs with the "
+    "metric; cells.csv has the std too); recall, NMI, mAP and "
     "accuracies in %. `paper X, Δ ±Y`: the published number (src/noisydml/report/published.csv) and our "
     "mean minus it. `failed k/n`: run directories without a complete results.json (a crash, or a job "
     "still running); `missing k/n`: jobs of the sweep's multirun.yaml that have no directory yet."
@@ -71,6 +73,7 @@ def write_report(
 
     claims_md = claims_module.markdown(verdicts)
     (directory / "claims.md").write_text(claims_md)
+    claims_module.write_claims_csv(verdicts, directory / "claims.csv")
     write_cells_csv(tables, published, directory / "cells.csv")
     write_runs_csv(tables, directory / "runs.csv")
     counts = ", ".join(f"{sum(r.status == s for r in runs)} {s}" for s in (COMPLETE, FAILED, MISSING))

@@ -1,11 +1,12 @@
-"""Runs grouped into tables: rows are methods, columns the key the sweep varies, cells mean +- std.
+"""Runs grouped into tables: rows are methods, columns the key the sweep varies, cells mean +- the half
+width of its 95% confidence interval.
 
 Runs are grouped by ``report.figure`` (else ``name``) and data set. Within a group, the column key is the
 override that varies from run to run, preferring the axes the papers plot (``COLUMN_KEYS``); the rows
 are the remaining override combinations (seed dropped), labelled by ``report.method`` or, when an
 experiment does not set it, ``<loss> + <miner>`` from Hydra's choices; a topline run's row says
-``(topline)``. Std is the sample standard deviation over a cell's complete runs (ddof = 1, blank for
-one run).
+``(topline)``. The interval is Student's t over a cell's complete runs, t(0.975, n - 1) * std / sqrt(n)
+with the sample std (ddof = 1); blank for one run. cells.csv keeps the std beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from noisydml.report.collect import COMPLETE, FAILED, MISSING, Run, canonical, lookup, signature
 from noisydml.report.published import Published, find_published
@@ -79,6 +81,13 @@ class Cell:
     def std(self, metric: str) -> float:
         values = self.values(metric)
         return float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
+
+    def ci95(self, metric: str) -> float:
+        """Half the width of the mean's 95% t-interval over the seeds."""
+        values = self.values(metric)
+        if len(values) < 2:
+            return math.nan
+        return float(stats.t.ppf(0.975, len(values) - 1)) * self.std(metric) / math.sqrt(len(values))
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.runs)
@@ -283,13 +292,13 @@ def format_number(value: float, metric: str) -> str:
 
 
 def format_cell(cell: Cell, metric: str, pub: Published | None) -> str:
-    """``mean ± std (n=…)``, the paper's number and our delta beside it, and what is missing or failed."""
+    """``mean ± 95% CI (n=…)``, the paper's number and our delta beside it, and what is missing or failed."""
     total = len(cell.runs)
     values = cell.values(metric)
     parts = []
     if values:
-        std = cell.std(metric)
-        spread = f" ± {format_number(std, metric)}" if not math.isnan(std) else ""
+        half = cell.ci95(metric)
+        spread = f" ± {format_number(half, metric)}" if not math.isnan(half) else ""
         parts.append(f"{format_number(cell.mean(metric), metric)}{spread} (n={len(values)})")
     if pub is not None:
         text = f"paper {format_number(pub.value, metric)}"
@@ -353,6 +362,7 @@ CELL_FIELDS = (
     "n",
     "mean",
     "std",
+    "ci95",
     "runs",
     "complete",
     "failed",
@@ -387,24 +397,26 @@ def write_cells_csv(tables: list[Table], published: list[Published], path: Path)
                                 "column_key": table.column_key,
                                 "column_value": column,
                                 "n": len(cell.values(metric)),
-                                "mean": _csv_number(mean),
-                                "std": _csv_number(cell.std(metric)),
+                                "mean": csv_number(mean),
+                                "std": csv_number(cell.std(metric)),
+                                "ci95": csv_number(cell.ci95(metric)),
                                 "runs": len(cell.runs),
                                 "complete": cell.count(COMPLETE),
                                 "failed": cell.count(FAILED),
                                 "missing": cell.count(MISSING),
-                                "published": _csv_number(pub.value if pub else math.nan),
-                                "published_std": _csv_number(
+                                "published": csv_number(pub.value if pub else math.nan),
+                                "published_std": csv_number(
                                     pub.std if pub and pub.std is not None else math.nan
                                 ),
-                                "delta": _csv_number(mean - pub.value if pub else math.nan),
+                                "delta": csv_number(mean - pub.value if pub else math.nan),
                                 "published_source": pub.citation if pub else "",
                             }
                         )
     return Path(path)
 
 
-def _csv_number(value: float) -> str:
+def csv_number(value: float) -> str:
+    """A number for a CSV cell: blank for nan (no value), else at full precision."""
     return "" if math.isnan(value) else repr(round(value, 10))
 
 
@@ -442,22 +454,29 @@ def seed_means(cell: Cell, metric: str) -> dict[str, float]:
     return {seed: float(np.mean(v)) for seed, v in by_seed.items()}
 
 
-def topline_ratio(row: Row, topline: Row, column: Any, metric: str) -> tuple[float, float, int]:
-    """``(mean, std, pairs)`` of noisy / topline at one column value (Le & Odobez Fig. 1d).
+def topline_ratios(row: Row, topline: Row, column: Any, metric: str) -> dict[str, float]:
+    """Noisy / topline per seed at one column value (Le & Odobez Fig. 1d): a seed pairs a noisy run with its
+    topline (same seed, same kept-or-flipped draw). Empty when no seed has both."""
+    noisy, top = row.cells.get(canonical(column)), topline.cells.get(canonical(column))
+    if noisy is None or top is None:
+        return {}
+    a, b = seed_means(noisy, metric), seed_means(top, metric)
+    return {s: a[s] / b[s] for s in a if s in b and b[s] != 0}
 
-    Seeds pair a noisy run with its topline (same seed, same kept-or-flipped draw); the ratio is taken
-    per seed and averaged. With no seed in common it is the ratio of the means (no std, 0 pairs); nan
+
+def topline_ratio(row: Row, topline: Row, column: Any, metric: str) -> tuple[float, float, int]:
+    """``(mean, std, pairs)`` of noisy / topline at one column value, averaged over the paired seeds
+    (``topline_ratios``). With no seed in common it is the ratio of the means (no std, 0 pairs); nan
     when either side has no complete run.
     """
+    ratios = list(topline_ratios(row, topline, column, metric).values())
+    if ratios:
+        std = float(np.std(ratios, ddof=1)) if len(ratios) > 1 else math.nan
+        return float(np.mean(ratios)), std, len(ratios)
     noisy, top = row.cells.get(canonical(column)), topline.cells.get(canonical(column))
     if noisy is None or top is None:
         return math.nan, math.nan, 0
     a, b = seed_means(noisy, metric), seed_means(top, metric)
-    shared = [s for s in a if s in b and b[s] != 0]
-    if shared:
-        ratios = [a[s] / b[s] for s in shared]
-        std = float(np.std(ratios, ddof=1)) if len(ratios) > 1 else math.nan
-        return float(np.mean(ratios)), std, len(ratios)
     if a and b and np.mean(list(b.values())) != 0:
         return float(np.mean(list(a.values())) / np.mean(list(b.values()))), math.nan, 0
     return math.nan, math.nan, 0
