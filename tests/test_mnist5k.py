@@ -59,6 +59,7 @@ def test_disjoint_and_even_odd_splits():
         MNIST5k(split="zero_shot")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backbone", ["lenet", "small_cnn"])
 def test_trains_through_hydra(compose_config, backbone):
     cfg = compose_config(
