@@ -28,6 +28,7 @@ from noisydml.losses.adapted_triplet import (
 )
 from noisydml.noise import NoNoise, UniformNoise
 from noisydml.train import train
+from training_sets import hook_context
 
 # The five 2-d embeddings of test_losses.py; x1 = (0, 3) is (0, 1) once normalised.
 EMBEDDINGS = torch.tensor([[1.0, 0.0], [0.0, 3.0], [0.6, 0.8], [0.8, 0.6], [-1.0, 0.0]])
@@ -192,7 +193,7 @@ def test_every_triplet_selected_has_no_bias():
     x = torch.randn(12, 4)
     loss = AdaptedTripletLoss(match_weight=5.0)
     assert loss(x, labels).item() == pytest.approx(pml_triplet()(x, labels).item(), abs=1e-6)
-    assert loss.on_train_epoch_end(None) == {"match_loss": pytest.approx(0.0, abs=1e-6)}
+    assert loss.on_train_epoch_end(hook_context()) == {"match_loss": pytest.approx(0.0, abs=1e-6)}
 
 
 def test_weights_are_checked():
@@ -205,15 +206,6 @@ def test_weights_are_checked():
 
 
 # The semi-supervised part: hidden labels in the data module, Eq. 20 through the regularizer hook.
-
-
-class IdentityModule(torch.nn.Module):
-    """Stands in for the LightningModule: embeds an input as itself."""
-
-    device = torch.device("cpu")
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x
 
 
 def test_regularizer_equals_hand_value_and_reaches_both_sides():
@@ -236,13 +228,13 @@ def test_regularizer_equals_hand_value_and_reaches_both_sides():
         )
     )
     loss(embeddings, LABELS, TRIPLETS)
-    value = loss.regularizer(IdentityModule())
+    value = loss.regularizer(hook_context())
     assert value.item() == pytest.approx(3 * 2 / 29, abs=1e-6)
     value.backward()
     assert embeddings.grad.abs().sum() > 0 and unlabeled.grad.abs().sum() > 0
-    assert loss.on_train_epoch_end(None)["unlabeled_match_loss"] == pytest.approx(2 / 29, abs=1e-6)
+    assert loss.on_train_epoch_end(hook_context())["unlabeled_match_loss"] == pytest.approx(2 / 29, abs=1e-6)
     # Consumed: a step without a new loss call has no class means, hence no term.
-    assert loss.regularizer(IdentityModule()) is None
+    assert loss.regularizer(hook_context()) is None
 
 
 def digits_module(fraction: float, noise=None, seed: int = 0) -> MetricDataModule:

@@ -18,7 +18,6 @@ from pytorch_metric_learning.losses import TripletMarginLoss
 from pytorch_metric_learning.miners import TripletMarginMiner
 from pytorch_metric_learning.reducers import MeanReducer, SumReducer
 from sklearn.metrics import average_precision_score
-from torch import nn
 from torch.distributions import Normal, kl_divergence
 
 from noisydml import CONFIG_DIR
@@ -30,6 +29,7 @@ from noisydml.models import MLP, BayesianLinear, BayesianMLP, EmbeddingNet
 from noisydml.models.bayesian import gaussian_kl
 from noisydml.module import EmbeddingModule
 from noisydml.train import train
+from training_sets import hook_context
 
 BDML = ("backbone=bayesian_mlp", "loss=bayesian_triplet", "miner=all")
 BLMNN = ("backbone=bayesian_linear", "loss=bayesian_triplet", "miner=all")
@@ -252,31 +252,27 @@ def test_likelihood_is_twice_pml_triplet_loss_with_margin_one_on_squared_distanc
         torch.testing.assert_close(ours(embeddings, labels, tuples), 2 * pml(embeddings, labels, tuples))
 
 
-def stub_module(backbone: nn.Module) -> SimpleNamespace:
-    return SimpleNamespace(backbone=backbone)
-
-
 def train_set(batches_per_epoch: int) -> TrainingSet:
     labels = np.zeros(4, dtype=np.int64)
     return TrainingSet(4, np.arange(4), labels, labels.astype(bool), 1, batches_per_epoch)
 
 
-def test_regularizer_is_the_kl_of_every_bayesian_layer_over_batches_per_epoch():
+def test_regularizer_is_the_kl_of_the_bayesian_backbone_over_batches_per_epoch():
     loss = BayesianTripletLoss()
     loss.setup(train_set(batches_per_epoch=4))
-    first, second = BayesianMLP(6, hidden=(5,), embedding_size=3), BayesianLinear(3, 2)
-    backbone = nn.Sequential(first, nn.Linear(3, 3), second)
-    expected = (first.kl_divergence() + second.kl_divergence()) / 4
-    torch.testing.assert_close(loss.regularizer(stub_module(backbone)), expected)
+    backbone = BayesianMLP(6, hidden=(5, 4), embedding_size=3)
+    expected = sum(layer.kl_divergence() for layer in backbone.layers) / 4
+    assert len(backbone.layers) == 3
+    torch.testing.assert_close(loss.regularizer(hook_context(backbone)), expected)
 
 
 def test_regularizer_refuses_a_backbone_without_bayesian_layers():
     loss = BayesianTripletLoss()
     loss.setup(train_set(batches_per_epoch=4))
     with pytest.raises(ValueError, match="backbone=bayesian_mlp"):
-        loss.regularizer(stub_module(EmbeddingNet(MLP(4, hidden=(3,)), embedding_size=2)))
+        loss.regularizer(hook_context(EmbeddingNet(MLP(4, hidden=(3,)), embedding_size=2)))
     with pytest.raises(RuntimeError, match="setup"):
-        BayesianTripletLoss().regularizer(stub_module(BayesianLinear(3, 2)))
+        BayesianTripletLoss().regularizer(hook_context(BayesianMLP(3, hidden=(), embedding_size=2)))
 
 
 def test_step_adds_the_kl_once_however_many_monte_carlo_samples():
@@ -286,7 +282,7 @@ def test_step_adds_the_kl_once_however_many_monte_carlo_samples():
     loss = BayesianTripletLoss()
     loss.setup(train_set(batches_per_epoch=7))
     module = EmbeddingModule(backbone, loss, optimizer=partial(torch.optim.SGD, lr=0.1), train_samples=3)
-    module._trainer = SimpleNamespace(world_size=1)
+    module._trainer = SimpleNamespace(world_size=1, current_epoch=0)
     module.log = lambda *args, **kwargs: None
     x, labels = torch.randn(8, 6), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
 

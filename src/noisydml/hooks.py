@@ -6,22 +6,30 @@ term, statistics it logs each epoch) subclasses :class:`TrainingHooks` beside it
 overrides only what it needs; every default does nothing. The module calls the hooks of its loss,
 never asks which method it runs.
 
+What a method may know and use is all here: the :class:`TrainingSet` record before training, and a
+:class:`HookContext` at each step and epoch end (the epoch, the device, the backbone, embedding a batch,
+embedding the whole training set). A method never reaches into the Trainer, the data module or
+Lightning's multi-GPU calls: the module embeds and gathers, once, for every method.
+
 Learnable parameters of a loss (a margin's beta, proxies) need no hook: the module trains every
 parameter of the loss in its own group, at ``module.loss_lr`` when set.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import torch
+from torch import nn
 
 if TYPE_CHECKING:
-    import pytorch_lightning as pl
     from torch.utils.data import Dataset
+
+    from noisydml.embeddings import Embedded
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,32 @@ class TrainingSet:
     unlabeled: Dataset | None = None
 
 
+@dataclass(frozen=True)
+class HookContext:
+    """What the training module lends a method's hooks during training.
+
+    ``embed(x)`` is the module's forward pass on a batch of inputs already on ``device`` (with
+    gradient, as in a training step). ``embed_training_set()`` embeds every sample trained on, with the
+    test transform and without gradient, in the data set's index order (``Embedded.indices``, the
+    ``TrainingSet.indices``), the same on every rank under DDP: each rank embeds a share and the module
+    gathers them.
+    """
+
+    epoch: int
+    device: torch.device
+    backbone: nn.Module
+    embed: Callable[[torch.Tensor], torch.Tensor]
+    embed_training_set: Callable[[], Embedded]
+
+
+@runtime_checkable
+class Bayesian(Protocol):
+    """A backbone with a posterior over its weights (``noisydml.models.BayesianMLP``)."""
+
+    def kl_divergence(self) -> torch.Tensor:
+        """``KL(q || prior)`` of all its weights."""
+
+
 class TrainingHooks:
     """Optional behaviour of a loss beyond ``loss(embeddings, labels, indices_tuple)``."""
 
@@ -56,11 +90,11 @@ class TrainingHooks:
     def begin_batch(self, indices: torch.Tensor) -> None:
         """Called before each training loss call with the batch's sample indices."""
 
-    def regularizer(self, module: pl.LightningModule) -> torch.Tensor | None:
+    def regularizer(self, context: HookContext) -> torch.Tensor | None:
         """A term added to each step's loss (e.g. a KL divergence), or None."""
         return None
 
-    def on_train_epoch_end(self, module: pl.LightningModule) -> dict[str, float]:
+    def on_train_epoch_end(self, context: HookContext) -> dict[str, float]:
         """Called after each training epoch (e.g. a weight update); returns values to log."""
         return {}
 

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from noisydml.embeddings import Embedded
-from noisydml.hooks import NO_HOOKS, TrainingHooks
+from noisydml.hooks import NO_HOOKS, HookContext, TrainingHooks
 from noisydml.metrics.evaluator import Evaluator
 from noisydml.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 
@@ -20,7 +20,8 @@ class EmbeddingModule(pl.LightningModule):
 
     ``miner(embeddings, labels) -> indices_tuple`` (or no miner: the loss uses every tuple) and
     ``loss(embeddings, labels, indices_tuple) -> scalar``. A loss that carries more state implements
-    :class:`noisydml.hooks.TrainingHooks`. The loss's own parameters (a margin's beta, proxies) train in
+    :class:`noisydml.hooks.TrainingHooks` and gets a :class:`noisydml.hooks.HookContext`, never the
+    module itself. The loss's own parameters (a margin's beta, proxies) train in
     their own parameter group, at ``loss_lr`` when given.
 
     Under DDP the loss sees the global batch: embeddings are gathered from every rank (gradients flow
@@ -109,7 +110,7 @@ class EmbeddingModule(pl.LightningModule):
         self.hooks.begin_batch(indices)
         losses = [self._batch_loss(x, labels, sample) for sample in range(self.train_samples)]
         loss = sum(losses) / self.train_samples
-        regularizer = self.hooks.regularizer(self)
+        regularizer = self.hooks.regularizer(self.hook_context())
         if regularizer is not None:
             self.log("train/regularizer", regularizer, batch_size=len(labels))
             loss = loss + regularizer
@@ -139,8 +140,18 @@ class EmbeddingModule(pl.LightningModule):
             return tensor
         return self.all_gather(tensor, sync_grads=sync_grads).flatten(0, 1)
 
+    def hook_context(self) -> HookContext:
+        """What the method's hooks may use now (see :mod:`noisydml.hooks`)."""
+        return HookContext(
+            epoch=self.current_epoch,
+            device=self.device,
+            backbone=self.backbone,
+            embed=self,
+            embed_training_set=self.embed_training_set,
+        )
+
     def on_train_epoch_end(self) -> None:
-        logs = self.hooks.on_train_epoch_end(self)
+        logs = self.hooks.on_train_epoch_end(self.hook_context())
         if logs:
             self.log_dict({f"train/{name}": value for name, value in logs.items()})
 

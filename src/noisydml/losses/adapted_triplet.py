@@ -33,7 +33,6 @@ with Phi^T2 the mean embedding of an unlabeled batch.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -44,10 +43,7 @@ from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 from torch.utils.data import Dataset
 from torch.utils.data.dataloader import default_collate
 
-from noisydml.hooks import TrainingHooks, TrainingSet
-
-if TYPE_CHECKING:
-    import pytorch_lightning as pl
+from noisydml.hooks import HookContext, TrainingHooks, TrainingSet
 
 IndexTriplets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -232,7 +228,7 @@ class AdaptedTripletLoss(TripletMarginLoss, TrainingHooks):
         self.unlabeled = train_set.unlabeled
         self.num_classes = train_set.num_classes
 
-    def regularizer(self, module: pl.LightningModule) -> torch.Tensor | None:
+    def regularizer(self, context: HookContext) -> torch.Tensor | None:
         """``unlabeled_weight * L_semi`` (Eq. 20) against the class means of the last loss call."""
         if self.unlabeled_weight == 0:
             return None
@@ -245,8 +241,8 @@ class AdaptedTripletLoss(TripletMarginLoss, TrainingHooks):
         count = min(self.unlabeled_batch_size, len(self.unlabeled))
         # torch's global generator, seeded by seed_everything, so the draws are reproducible.
         positions = torch.randperm(len(self.unlabeled))[:count].tolist()
-        inputs = default_collate([self.unlabeled[i][0] for i in positions]).to(module.device)
-        target = self._points(module(inputs)).mean(dim=0)
+        inputs = default_collate([self.unlabeled[i][0] for i in positions]).to(context.device)
+        target = self._points(context.embed(inputs)).mean(dim=0)
         missing = self.num_classes is not None and len(selected) < self.num_classes
         if missing and not self._warned_missing_classes:
             self._warned_missing_classes = True
@@ -265,7 +261,7 @@ class AdaptedTripletLoss(TripletMarginLoss, TrainingHooks):
         self._sums[name] = self._sums.get(name, 0) + value.detach()
         self._counts[name] = self._counts.get(name, 0) + 1
 
-    def on_train_epoch_end(self, module: pl.LightningModule) -> dict[str, float]:
+    def on_train_epoch_end(self, context: HookContext) -> dict[str, float]:
         logs = {name: (total / self._counts[name]).item() for name, total in self._sums.items()}
         self._sums.clear()
         self._counts.clear()

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from pytorch_metric_learning.distances import BaseDistance, LpDistance
 from pytorch_metric_learning.losses import TripletMarginLoss
 from pytorch_metric_learning.reducers import BaseReducer, SumReducer
 
-from noisydml.hooks import TrainingHooks, TrainingSet
-from noisydml.models.bayesian import BayesianLinear
-
-if TYPE_CHECKING:
-    import pytorch_lightning as pl
+from noisydml.hooks import Bayesian, HookContext, TrainingHooks, TrainingSet
 
 # Eq. 3: p(z | theta) = C exp(-2 max(1 + d2_ap - d2_an, 0)). The 2 (with the margin 1) is Polson &
 # Scott (2011)'s SVM pseudo-likelihood, exp(-2 max(1 - u, 0)) = int_0^inf (2 pi l)^-1/2
@@ -23,8 +17,8 @@ LIKELIHOOD_SCALE = 2.0
 
 
 class BayesianTripletLoss(TripletMarginLoss, TrainingHooks):
-    """``-log p(z | theta) = 2 max(1 + d2_ap - d2_an, 0) - log C`` per triplet, plus the KL of every
-    Bayesian layer of ``module.backbone`` once per step.
+    """``-log p(z | theta) = 2 max(1 + d2_ap - d2_an, 0) - log C`` per triplet, plus the KL of the
+    Bayesian backbone (:class:`noisydml.hooks.Bayesian`) once per step.
 
     Eq. 5 minimises ``KL(q || p) - E_q log p(Z | theta)`` with ``log p(Z | theta)`` the SUM over the
     triplets (Eq. 3 is a product). On mini-batches this is Blundell et al. (2015)'s Eq. 8-9 with
@@ -66,19 +60,17 @@ class BayesianTripletLoss(TripletMarginLoss, TrainingHooks):
     def setup(self, train_set: TrainingSet) -> None:
         self.batches_per_epoch = train_set.batches_per_epoch
 
-    def regularizer(self, module: pl.LightningModule) -> torch.Tensor:
-        """``KL(q || p) / M`` over every ``BayesianLinear`` under ``module.backbone``."""
+    def regularizer(self, context: HookContext) -> torch.Tensor:
+        """``KL(q || p) / M`` of the backbone's weights."""
         if self.batches_per_epoch is None:
             raise RuntimeError(
                 "BayesianTripletLoss.regularizer called before setup(): the KL is scaled by the "
                 "number of batches per epoch, which setup(TrainingSet) provides"
             )
-        layers = [layer for layer in module.backbone.modules() if isinstance(layer, BayesianLinear)]
-        if not layers:
+        if not isinstance(context.backbone, Bayesian):
             raise ValueError(
-                f"loss=bayesian_triplet found no Bayesian layer in the backbone "
-                f"{type(module.backbone).__name__}, so it has no posterior to regularise: use "
-                "backbone=bayesian_mlp (BDML) or backbone=bayesian_linear (BLMNN), or loss=triplet "
-                "for the point-estimate DML baseline"
+                f"loss=bayesian_triplet needs a Bayesian backbone, but {type(context.backbone).__name__} "
+                "has no posterior to regularise (no kl_divergence()): use backbone=bayesian_mlp (BDML) or "
+                "backbone=bayesian_linear (BLMNN), or loss=triplet for the point-estimate DML baseline"
             )
-        return sum(layer.kl_divergence() for layer in layers) / self.batches_per_epoch
+        return context.backbone.kl_divergence() / self.batches_per_epoch

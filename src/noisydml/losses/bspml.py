@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -54,11 +53,8 @@ from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 from sklearn.metrics import roc_auc_score
 
 from noisydml.atomic import atomic_write
-from noisydml.hooks import TrainingHooks, TrainingSet
+from noisydml.hooks import HookContext, TrainingHooks, TrainingSet
 from noisydml.rundir import RunDir
-
-if TYPE_CHECKING:
-    import pytorch_lightning as pl
 
 
 class BSPMLLoss(MultiSimilarityLoss, TrainingHooks):
@@ -133,13 +129,21 @@ class BSPMLLoss(MultiSimilarityLoss, TrainingHooks):
     def begin_batch(self, indices: torch.Tensor) -> None:
         self._batch_indices = indices
 
-    def on_train_epoch_end(self, module: pl.LightningModule) -> dict[str, float]:
+    def on_train_epoch_end(self, context: HookContext) -> dict[str, float]:
         """Algorithm 3 on every training sample's weight with the network fixed, then the age step."""
         train_set = self._require_setup()
-        embeddings = embed_training_set(module, train_set.indices)
+        embedded = context.embed_training_set()
+        # Rows in the order of train_set.indices (the embedded set is in ascending index order).
+        rows = np.searchsorted(embedded.indices, train_set.indices).clip(max=len(embedded.indices) - 1)
+        if not np.array_equal(embedded.indices[rows], train_set.indices):
+            raise RuntimeError(
+                f"BSPMLLoss: the training set embedded ({len(embedded.indices)} samples) lacks samples of "
+                f"setup(train_set) ({len(train_set.indices)}): the context must embed every sample trained on"
+            )
+        embeddings = torch.as_tensor(embedded.embeddings[rows], device=self.weights.device)
         labels = torch.as_tensor(train_set.labels, device=embeddings.device)
         xi_pos, xi_neg = sample_terms(embeddings, labels, self.distance, self.alpha, self.beta, self.base)
-        rng = np.random.default_rng([self.seed, module.current_epoch])
+        rng = np.random.default_rng([self.seed, context.epoch])
         indices = torch.as_tensor(train_set.indices, device=self.weights.device)
         age = float(self.age)
         weights = update_weights(
@@ -372,33 +376,3 @@ def weight_statistics(weights: np.ndarray, labels: np.ndarray, flipped: np.ndarr
     if flipped.any() and not flipped.all():
         stats["flipped_auc"] = float(roc_auc_score(flipped, 1 - weights))
     return stats
-
-
-def embed_training_set(module: pl.LightningModule, indices: np.ndarray) -> torch.Tensor:
-    """The module's embeddings of the training samples ``indices`` (test transform), in that order.
-
-    Under DDP each rank embeds a share of the reference loader; the shares are gathered, so every rank
-    gets the same matrix and makes the same weight updates.
-    """
-    loader = module.trainer.datamodule.reference_dataloader()
-    was_training = module.training
-    module.eval()
-    parts, part_indices = [], []
-    with torch.no_grad():
-        for batch in loader:
-            x, _, index = module.transfer_batch_to_device(batch, module.device, 0)
-            parts.append(module(x))
-            part_indices.append(index)
-    module.train(was_training)
-    embeddings, batch_indices = torch.cat(parts), torch.cat(part_indices)
-    if module.trainer.world_size > 1:
-        embeddings = module.all_gather(embeddings).flatten(0, 1)
-        batch_indices = module.all_gather(batch_indices).flatten(0, 1)
-    position = torch.full((int(indices.max()) + 1,), -1, dtype=torch.int64, device=embeddings.device)
-    position[torch.as_tensor(indices, device=embeddings.device)] = torch.arange(
-        len(indices), device=embeddings.device
-    )
-    ordered = torch.empty(len(indices), embeddings.shape[1], dtype=embeddings.dtype, device=embeddings.device)
-    # Padding repeats a sample under DDP; writing it twice stores the same row.
-    ordered[position[batch_indices]] = embeddings
-    return ordered

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from pytorch_metric_learning.losses import BaseMetricLossFunction
 from pytorch_metric_learning.utils import common_functions as c_f
 
-from noisydml.hooks import NO_HOOKS, TrainingHooks, TrainingSet
-
-if TYPE_CHECKING:
-    import pytorch_lightning as pl
+from noisydml.hooks import NO_HOOKS, HookContext, TrainingHooks, TrainingSet
 
 IndicesTuple = tuple[torch.Tensor, ...]
 
@@ -113,11 +109,11 @@ class TrimmedLoss(torch.nn.Module, TrainingHooks):
     def begin_batch(self, indices: torch.Tensor) -> None:
         self._hooks().begin_batch(indices)
 
-    def regularizer(self, module: pl.LightningModule) -> torch.Tensor | None:
-        return self._hooks().regularizer(module)
+    def regularizer(self, context: HookContext) -> torch.Tensor | None:
+        return self._hooks().regularizer(context)
 
-    def on_train_epoch_end(self, module: pl.LightningModule) -> dict[str, float]:
-        return self._hooks().on_train_epoch_end(module)
+    def on_train_epoch_end(self, context: HookContext) -> dict[str, float]:
+        return self._hooks().on_train_epoch_end(context)
 
     def save(self, run_dir: Path) -> None:
         self._hooks().save(run_dir)
