@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
 
 from noisydml.metrics import evaluate
 from noisydml.metrics.clustering import kmeans_assignments
@@ -120,3 +122,17 @@ def test_ties_straddling_rank_k_go_to_the_lower_index():
     assert _nearest_by_index(distances, 2).tolist() == [[1, 0], [0, 1]]
     assert _nearest_by_index(distances, 3).tolist() == [[1, 0, 2], [0, 1, 2]]
     assert _nearest_by_index(distances, 5).tolist() == [[1, 0, 2, 3, 4], [0, 1, 2, 3, 4]]
+
+
+def test_the_metrics_config_chooses_the_engine(compose_config):
+    x, labels = random_data(300, classes=10)
+    reference = random_data(200, classes=10, seed=1)
+    scored = {}
+    for backend in ("faiss", "torch"):
+        cfg = compose_config(f"metrics.backend={backend}", "metrics.knn_accuracy_k=3")
+        scored[backend] = instantiate(cfg.metrics)(x, labels, reference=reference)
+    # Different k-means draws; the same neighbours.
+    del scored["faiss"]["nmi"], scored["torch"]["nmi"]
+    assert scored["torch"] == pytest.approx(scored["faiss"], rel=1e-9)
+    with pytest.raises(InstantiationException, match=r"metrics.backend=tpu, metrics.use_gpu=None: backend="):
+        instantiate(compose_config("metrics.backend=tpu").metrics)

@@ -47,7 +47,7 @@ def resolve_engine(backend: Backend = "auto", use_gpu: bool | None = None) -> En
     """The engine that ``backend`` and ``use_gpu`` ask for on this machine, or a ValueError saying why
     none fits."""
     if backend not in BACKENDS:
-        raise ValueError(f"metrics backend={backend!r} is not one of {list(BACKENDS)}")
+        raise ValueError(f"backend={backend!r} is not one of {list(BACKENDS)}")
     torch_gpu = torch.cuda.is_available()
     faiss_gpu = faiss.get_num_gpus() > 0
     if use_gpu and not (faiss_gpu if backend == "faiss" else torch_gpu):

@@ -13,6 +13,7 @@ import numpy as np
 
 from noisydml.metrics import evaluate
 from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
+from noisydml.metrics.engine import Backend, resolve_engine
 
 
 class Evaluator:
@@ -22,6 +23,9 @@ class Evaluator:
 
     ``needs_reference`` says whether the caller must pass the training embeddings (the samples trained
     on, with the test transform, and their observed labels).
+
+    ``backend`` and ``use_gpu`` choose the engine of the kNN searches and k-means
+    (:mod:`noisydml.metrics.engine`); a choice this machine cannot run is refused here, before training.
     """
 
     def __init__(
@@ -33,13 +37,21 @@ class Evaluator:
         map_full: bool = False,
         ncm_accuracy: bool = False,
         knn_accuracy_k: int | None = None,
+        backend: Backend = "auto",
+        use_gpu: bool | None = None,
     ):
+        try:
+            resolve_engine(backend, use_gpu)
+        except ValueError as error:
+            raise ValueError(f"metrics.backend={backend}, metrics.use_gpu={use_gpu}: {error}") from None
+        self.engine = dict(backend=backend, use_gpu=use_gpu)
         self.options = dict(
             recall_ks=tuple(recall_ks),
             nmi=nmi,
             nmi_plus_factor=nmi_plus_factor,
             map_at_r=map_at_r,
             map_full=map_full,
+            **self.engine,
         )
         self.ncm_accuracy = ncm_accuracy
         self.knn_accuracy_k = knn_accuracy_k
@@ -75,6 +87,11 @@ class Evaluator:
             metrics["ncm_accuracy"] = ncm_accuracy(embeddings, labels, reference_embeddings, reference_labels)
         if self.knn_accuracy_k:
             metrics[f"knn_accuracy@{self.knn_accuracy_k}"] = knn_accuracy(
-                embeddings, labels, reference_embeddings, reference_labels, k=self.knn_accuracy_k
+                embeddings,
+                labels,
+                reference_embeddings,
+                reference_labels,
+                k=self.knn_accuracy_k,
+                **self.engine,
             )
         return metrics
