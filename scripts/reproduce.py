@@ -8,18 +8,33 @@ The sweep (methods, noise rates, seeds, toplines) is declared in conf/experiment
 hydra.sweeper.params. Jobs run in outputs/reproduce/<name>/, one folder per job named by its
 overrides, so running the same command again skips the finished jobs and runs only the missing or
 failed ones. The report goes to outputs/reports/<name>/.
+
+An experiment that tunes declares it under `tune` (see conf/config.yaml): before the sweep, each method
+of `tune.space` that the sweep runs gets an Optuna study (hydra/sweeper=optuna) of `tune.trials` trials
+at `tune.at`, maximising the validation metric (optimized_metric; the test split is never read), in
+outputs/tuning/<name>/<method>/; the sweep then runs that method with its best values. A finished study
+is not run again. The chosen values and the budget are written to the sweep's tuning.json, which the
+report shows.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
 from noisydml import CONFIG_DIR
 
 EXPERIMENTS = CONFIG_DIR / "experiment"
+# Written by hydra-optuna-sweeper in the study's folder when the study ends.
+STUDY_RESULTS = "optimization_results.yaml"
+TUNING_FILE = "tuning.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         help="launch on SLURM; KEY=VALUE set hydra.launcher.KEY (partition, account, ...)",
     )
     parser.add_argument("--out", default="outputs/reproduce", help="folder of the sweeps")
+    parser.add_argument("--tuning-out", default="outputs/tuning", help="folder of the tuning studies")
     parser.add_argument("--no-report", action="store_true", help="run the sweep only")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, after --")
     args = parser.parse_args(argv)
@@ -45,21 +61,33 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"experiment={args.experiment} does not exist; choose one of: {', '.join(known)}")
 
     sweep_dir = Path(args.out) / args.experiment
-    command = [
-        Path(sys.executable).with_name("noisydml"),
-        "-m",
-        f"experiment={args.experiment}",
-        f"hydra.sweep.dir={sweep_dir}",
-        "trainer.enable_progress_bar=false",
-    ]
+    launcher = []
     if args.slurm is not None:
-        command += ["hydra/launcher=slurm", *(f"hydra.launcher.{kv}" for kv in args.slurm)]
-    command += args.overrides
-    print(" ".join(map(str, command)), flush=True)
-    # A failed job must not stop the report: it is shown as failed there.
-    sweep = subprocess.run(list(map(str, command)))
+        launcher = ["hydra/launcher=slurm", *(f"hydra.launcher.{kv}" for kv in args.slurm)]
+    cfg = _compose(args.experiment, args.overrides)
+    overrides = [o for o in args.overrides if not o.startswith("method=")]
+    methods = _methods(cfg, args.overrides)
+    tuned = {}
+    if cfg.tune.trials > 0:
+        for method in [m for m in cfg.tune.space if m in methods]:
+            study = Path(args.tuning_out) / args.experiment / method
+            tuned[method] = _tune(args.experiment, method, cfg, study, launcher, overrides)
+        if tuned:
+            _write_tuning(sweep_dir, cfg, tuned)
+    # Each tuned method with its chosen values, then the others together. A failed job must not stop
+    # the report: it is shown as failed there.
+    returncode = 0
+    for method, study in tuned.items():
+        chosen = [f"{key}={value}" for key, value in study["chosen"].items()]
+        returncode |= _noisydml(
+            args.experiment, sweep_dir, [*launcher, f"method={method}", *chosen, *overrides]
+        )
+    others = [m for m in methods if m not in tuned]
+    if others:
+        method = [f"method={','.join(others)}"] if others != [None] else []
+        returncode |= _noisydml(args.experiment, sweep_dir, [*launcher, *method, *overrides])
     if args.no_report:
-        return sweep.returncode
+        return returncode
     report = subprocess.run(
         [
             str(Path(sys.executable).with_name("noisydml-report")),
@@ -68,7 +96,90 @@ def main(argv: list[str] | None = None) -> int:
             args.experiment.replace("/", "_"),
         ]
     )
-    return sweep.returncode or report.returncode
+    return returncode or report.returncode
+
+
+def _noisydml(experiment: str, sweep_dir: Path, overrides: list[str]) -> int:
+    command = [
+        str(Path(sys.executable).with_name("noisydml")),
+        "-m",
+        f"experiment={experiment}",
+        f"hydra.sweep.dir={sweep_dir}",
+        "trainer.enable_progress_bar=false",
+        *overrides,
+    ]
+    print(" ".join(command), flush=True)
+    return subprocess.run(command).returncode
+
+
+def _compose(experiment: str, overrides: list[str]):
+    """The experiment's config as its jobs see it, with the sweep (hydra.sweeper.params)."""
+    # Sweep overrides (a,b) are for the launcher, not for composing one config.
+    single = [o for o in overrides if "," not in o.split("=", 1)[-1] and not o.startswith("hydra")]
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose("config", overrides=[f"experiment={experiment}", *single], return_hydra_config=True)
+
+
+def _methods(cfg, overrides: list[str]) -> list[str | None]:
+    """The methods the sweep runs: a method= override, else the experiment's sweep, else its one method
+    (None when it has none)."""
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith("method=")]
+    swept = (cfg.hydra.sweeper.get("params") or {}).get("method")
+    listed = given[-1] if given else swept
+    if listed:
+        return str(listed).split(",")
+    return [cfg.hydra.runtime.choices.get("method")]
+
+
+def _tune(experiment: str, method: str, cfg, study: Path, launcher: list[str], overrides: list[str]) -> dict:
+    """Run (or read, when finished) one method's Optuna study; return its space, chosen values and score."""
+    space = {str(k): str(v) for k, v in cfg.tune.space[method].items()}
+    results = study / STUDY_RESULTS
+    if not results.is_file():
+        # The study's own fixed settings, unless the command line sets them.
+        given = {o.split("=", 1)[0] for o in overrides}
+        at = [f"{k}={v}" for k, v in cfg.tune.at.items() if k not in given]
+        direction = "maximize" if cfg.callbacks.select.mode == "max" else "minimize"
+        _noisydml(
+            experiment,
+            study,
+            [
+                *launcher,
+                "hydra/sweeper=optuna",
+                # The experiment's sweep (methods, rates, seeds) is not the study's search space.
+                "hydra.sweeper.params=null",
+                f"hydra.sweeper.n_trials={cfg.tune.trials}",
+                f"hydra.sweeper.direction={direction}",
+                f"hydra.sweeper.sampler.seed={cfg.tune.seed}",
+                f"method={method}",
+                *at,
+                *(f"{k}={v}" for k, v in space.items()),
+                *overrides,
+            ],
+        )
+    if not results.is_file():
+        raise SystemExit(f"the {method} study in {study} did not finish (no {STUDY_RESULTS}); see its log")
+    found = yaml.safe_load(results.read_text())
+    return {
+        "space": space,
+        "chosen": found["best_params"],
+        "best_value": found["best_value"],
+        "study": str(study),
+    }
+
+
+def _write_tuning(sweep_dir: Path, cfg, tuned: dict) -> None:
+    """The sweep's tuning.json: the budget, where the studies ran, and each method's chosen values."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    record = {
+        "metric": cfg.optimized_metric,
+        "direction": "maximize" if cfg.callbacks.select.mode == "max" else "minimize",
+        "trials": cfg.tune.trials,
+        "sampler": f"Optuna TPE, seed {cfg.tune.seed}",
+        "at": OmegaConf.to_container(cfg.tune.at),
+        "methods": tuned,
+    }
+    (sweep_dir / TUNING_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":

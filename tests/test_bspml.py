@@ -290,6 +290,8 @@ def test_digits_flipped_samples_end_with_lower_weights(compose_config):
         "trainer.max_epochs=3",
         "data.batches_per_epoch=8",
         "loss.age_init=5.0",
+        # The separation below was measured with every one of the 1,257 training digits trained on.
+        "data.val_fraction=0",
     )
     metrics = train(cfg)
     assert all(np.isfinite(v) for v in metrics.values())

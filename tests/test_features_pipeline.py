@@ -143,6 +143,8 @@ def test_extracted_image_features_train_bdml_end_to_end(compose_config, tmp_path
         "data.P=2",
         "data.K=3",
         "metrics.recall_ks=[1,2]",
+        # Two training classes: none to spare for a class-disjoint validation split.
+        "data.val_fraction=0",
     )
     metrics = train(cfg)
     assert all(math.isfinite(metrics[name]) for name in ("test/recall@1", "test/nmi"))

@@ -137,6 +137,8 @@ EVEN_ODD_DIGITS = [
     f"dataset.label_map=[{','.join(map(str, EVEN_ODD))}]",
     "data.P=2",
     "data.K=20",
+    # Two training labels (the parities): the hold-out is a share of each, as in the even/odd experiments.
+    "data.val_split=stratified",
 ]
 
 

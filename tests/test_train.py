@@ -42,7 +42,10 @@ def test_default_experiment_trains_and_writes_its_run_directory(compose_config):
 
     with open(run_dir / "labels.csv") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 1257  # 70% of 1,797 digits, every one trained on
+    with open(run_dir / "validation.csv") as f:
+        held_out = list(csv.DictReader(f))
+    # 70% of 1,797 digits, 10% of each class held out for validation, every other one trained on.
+    assert (len(rows), len(held_out)) == (1131, 126)
     flipped = np.mean([r["true"] != r["observed"] for r in rows])
     assert results["noise"]["realized_rate"] == pytest.approx(flipped)
     assert abs(flipped - 0.2) < 4 * np.sqrt(0.2 * 0.8 / len(rows))
@@ -67,7 +70,9 @@ def test_topline_trains_on_a_clean_subset(compose_config):
     train(cfg)
     results = read_results(Path(cfg.paths.output_dir))
     assert results["noise"]["realized_rate"] == 0.0
-    assert results["noise"]["num_trained_on"] == pytest.approx(0.6 * 1257, abs=10)
+    # The kept 60% of the training split, of which 10% is held out for validation.
+    kept = results["noise"]["num_trained_on"] + results["validation"]["num_samples"]
+    assert kept == pytest.approx(0.6 * 1257, abs=10)
 
 
 @pytest.mark.slow

@@ -7,6 +7,8 @@ that file. Files are written atomically, so a kill during the write leaves the p
 intact, and loaded with ``weights_only=True``. The checkpoint a new one replaces is kept as
 ``previous.ckpt``: a run whose last checkpoint was damaged after it was written (a full disk, a copy cut
 short) can fall back to it (``resume_from=previous``).
+:class:`SelectedCheckpoint` keeps ``checkpoints/best.ckpt``, the weights of the epoch with the best
+validation metric, which the test split is scored with (``noisydml.selection``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.atomic import atomic_write
 from noisydml.errors import BadInput
-from noisydml.rundir import LAST, PREVIOUS, RunDir
+from noisydml.rundir import BEST, LAST, PREVIOUS, RunDir
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -97,3 +99,36 @@ def resume_checkpoint(run_dir: Path, which: str = "last") -> Path | None:
             f"{path} cannot be read, it is truncated or corrupt ({reason}); {'; or '.join(fixes)}"
         ) from error
     return path
+
+
+class SelectedCheckpoint(ModelCheckpoint):
+    """The weights of the epoch whose ``monitor`` (a ``val/`` metric) is best, as ``best.ckpt``, and
+    which epoch that was (``best_epoch``, Lightning's 0-based epoch as in ``csv/metrics.csv``).
+
+    A later epoch replaces it only when strictly better, so on ties the earliest epoch is kept.
+    """
+
+    def __init__(self, dirpath: str | Path, monitor: str, mode: str = "max"):
+        super().__init__(
+            dirpath=dirpath,
+            filename=Path(BEST).stem,
+            monitor=monitor,
+            mode=mode,
+            save_top_k=1,
+            save_weights_only=True,
+            enable_version_counter=False,
+            auto_insert_metric_name=False,
+        )
+        self.best_epoch: int | None = None
+
+    def _save_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
+        # Called only when the monitored metric improved (save_top_k=1, no save_last).
+        self.best_epoch = trainer.current_epoch
+        super()._save_checkpoint(trainer, filepath)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "best_epoch": self.best_epoch}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self.best_epoch = state_dict.get("best_epoch")

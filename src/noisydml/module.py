@@ -40,6 +40,10 @@ class EmbeddingModule(pl.LightningModule):
     embedded test split, and the embedded training split when it asks for it as reference; the test
     embeddings stay in ``test_embedded`` for callbacks (``SaveEmbeddings``). ``channels_last`` and
     ``compile`` are GPU throughput options for image backbones.
+
+    Validation scores each of the data module's validation loaders under its stage's prefix (``val/``:
+    the validation split held out of the training split; ``test_epoch/``: the test split, when asked)
+    and records them in ``validation_history``; the test split is scored under ``test_stage``.
     """
 
     def __init__(
@@ -74,9 +78,15 @@ class EmbeddingModule(pl.LightningModule):
         self._compiled = False
         self.query_mask = query_mask
         self.seed = seed
+        # The prefix of the test metrics: "test", or "test_last" when the last epoch is scored beside the
+        # selected checkpoint (noisydml.selection).
+        self.test_stage = "test"
         self.test_metrics: dict[str, float] = {}
         self.test_embedded: Embedded | None = None
         self._outputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._validation_outputs: dict[int, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
+        # Every validation's metrics with its epoch, kept in checkpoints so a resumed run has them all.
+        self.validation_history: list[dict[str, float]] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.channels_last and x.dim() == 4:
@@ -155,8 +165,8 @@ class EmbeddingModule(pl.LightningModule):
         if logs:
             self.log_dict({f"train/{name}": value for name, value in logs.items()})
 
-    def validation_step(self, batch, batch_idx: int) -> None:
-        self._outputs.append(self._embed(batch))
+    def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._validation_outputs.setdefault(dataloader_idx, []).append(self._embed(batch))
 
     def test_step(self, batch, batch_idx: int) -> None:
         self._outputs.append(self._embed(batch))
@@ -166,14 +176,27 @@ class EmbeddingModule(pl.LightningModule):
         return self(x).detach(), labels, indices
 
     def on_validation_epoch_end(self) -> None:
-        self._score("val")
+        # One loader per stage: the validation split ("val") and, when asked, the test split ("test_epoch").
+        stages = self.trainer.datamodule.validation_stages
+        record = {"epoch": self.current_epoch}
+        for index, outputs in sorted(self._validation_outputs.items()):
+            record.update(self._score(stages[index], outputs))
+        self._validation_outputs.clear()
+        if not self.trainer.sanity_checking:
+            self.validation_history.append(record)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["validation_history"] = self.validation_history
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.validation_history = list(checkpoint.get("validation_history", []))
 
     def on_test_epoch_end(self) -> None:
-        self.test_metrics = self._score("test")
-
-    def _score(self, stage: str) -> dict[str, float]:
-        embedded = self._in_index_order(self._outputs)
+        self.test_metrics = self._score(self.test_stage, self._outputs)
         self._outputs.clear()
+
+    def _score(self, stage: str, outputs) -> dict[str, float]:
+        embedded = self._in_index_order(outputs)
         reference = None
         if self.metrics.needs_reference:
             train = self.embed_training_set()
@@ -181,7 +204,8 @@ class EmbeddingModule(pl.LightningModule):
         metrics = self.metrics(
             embedded.embeddings,
             embedded.labels,
-            query_mask=self.query_mask,
+            # The validation split comes from the training split: every item is a query against the others.
+            query_mask=None if stage == "val" else self.query_mask,
             seed=self.seed,
             reference=reference,
         )

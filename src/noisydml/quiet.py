@@ -30,6 +30,8 @@ def silence_known_noise() -> None:
     warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
     # The P x K sampler resumes mid-epoch on its own (PKSampler.resume_at), which Lightning cannot see.
     warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before the epoch")
+    # Without a validation split (data.val_fraction=0) the validation loaders are an empty list, on purpose.
+    warnings.filterwarnings("ignore", message=r"Total length of `list` across ranks is zero")
 
 
 def quiet_wandb() -> None:

@@ -17,6 +17,7 @@ PACKAGES = (
     "pytorch-metric-learning",
     "faiss-gpu",
     "hydra-core",
+    "optuna",
     "numpy",
     "scikit-learn",
     "wandb",

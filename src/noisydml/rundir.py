@@ -25,7 +25,7 @@ from noisydml.atomic import atomic_write, write_json
 FINISHED, FAILED, INTERRUPTED = "finished", "failed", "interrupted"
 # The status of a finished run written before the statuses above existed.
 LEGACY_FINISHED = "complete"
-CHECKPOINTS, LAST, PREVIOUS = "checkpoints", "last.ckpt", "previous.ckpt"
+CHECKPOINTS, LAST, PREVIOUS, BEST = "checkpoints", "last.ckpt", "previous.ckpt", "best.ckpt"
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,11 @@ class RunDir:
         return self.path / "unlabeled.csv"
 
     @property
+    def validation(self) -> Path:
+        """The training samples held out for validation (``data.val_fraction``), as ``labels``."""
+        return self.path / "validation.csv"
+
+    @property
     def embeddings(self) -> Path:
         """The test embeddings (``+callbacks=save_embeddings``), for the report's figures."""
         return self.path / "embeddings.npz"
@@ -98,6 +103,11 @@ class RunDir:
     @property
     def last_checkpoint(self) -> Path:
         return self.checkpoints / LAST
+
+    @property
+    def best_checkpoint(self) -> Path:
+        """The weights selected on the validation split, which the test split is scored with."""
+        return self.checkpoints / BEST
 
     @property
     def previous_checkpoint(self) -> Path:

@@ -27,13 +27,14 @@ from noisydml.progress import EpochLine, wants_progress_bar
 from noisydml.quiet import quiet_wandb, silence_known_noise
 from noisydml.results import config_differences, format_metrics, versions
 from noisydml.rundir import FAILED, FINISHED, INTERRUPTED, RunDir
+from noisydml.selection import test_selected, watched_callbacks
 from noisydml.wandb_mode import choose_wandb_mode
 
 silence_known_noise()
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
-    """Run one experiment described by a composed config; return its test metrics."""
+    """Run one experiment described by a composed config; return its metrics (test and validation)."""
     run = RunDir(cfg.paths.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     if (done := run.finished_results()) is not None:
@@ -89,7 +90,8 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
     loggers = [instantiate(logger, **(wandb_id if "id" in logger else {})) for logger in cfg.logger.values()]
     for logger in loggers:
         logger.log_hyperparams(resolved)
-    callbacks = [instantiate(callback) for callback in cfg.callbacks.values()]
+    callbacks = [instantiate(callback) for callback in cfg.callbacks.values() if callback is not None]
+    callbacks = watched_callbacks(callbacks, datamodule.validation_stages)
     progress_bar = wants_progress_bar(cfg.trainer.enable_progress_bar)
     if not progress_bar:
         callbacks.append(EpochLine())
@@ -109,26 +111,31 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
         else:
             # BDML's PCA baseline (backbone=identity): the inputs themselves are evaluated.
             print(f"nothing to train in backbone {type(model.backbone).__name__}: evaluating it as it is")
-        trainer.test(model, datamodule=datamodule, verbose=False)
+        metrics, selection = test_selected(trainer, model, datamodule, cfg.optimized_metric)
     finally:
         _finish_wandb()
 
     if not trainer.is_global_zero:
-        return model.test_metrics
-    datamodule.write_labels(run.labels, run.unlabeled)
+        return metrics
+    datamodule.write_labels(run.labels, run.unlabeled, run.validation)
     model.hooks.save(run.path)
     results = run.write_results(
         FINISHED,
-        metrics=model.test_metrics,
+        metrics=metrics,
+        selection=selection,
         noise=datamodule.noise_summary(),
+        validation=datamodule.validation_summary(),
         skipped_inputs=datamodule.skipped_inputs,
         **record,
         versions=versions(),
         wall_time_s=round(time.perf_counter() - started, 3),
     )
     print(f"\n{format_metrics(model.test_metrics)}\n")
+    if selection is not None and "epoch" in selection:
+        epochs = f"epoch {selection['epoch']} of 0-{selection['last_epoch']}"
+        print(f"tested {epochs}, selected by {selection['metric']} (the last epoch's: test_last/...)")
     print(f"run directory: {run.path.resolve()}\nresults: {results}")
-    return model.test_metrics
+    return metrics
 
 
 def group_choices() -> dict[str, str]:

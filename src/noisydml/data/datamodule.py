@@ -16,9 +16,13 @@ from noisydml.data.sampler import PKSampler
 from noisydml.hooks import TrainingSet
 from noisydml.noise import NoisyLabels, summarize
 
-# Second word of the seed of the draw that hides labels, so it is independent of the sampler's
-# (seed, epoch) streams.
+# Second words of the seeds of the draws that hide labels and hold out the validation split, so they are
+# independent of each other and of the sampler's (seed, epoch) streams.
 _UNLABELED_STREAM = 0x554E4C42
+_VALIDATION_STREAM = 0x56414C49
+
+VAL_SPLITS = ("auto", "class_disjoint", "stratified")
+VAL_LABELS = ("observed", "true")
 
 
 class NoisyTrainSet(Dataset):
@@ -52,6 +56,20 @@ class MetricDataModule(pl.LightningDataModule):
     true class (round half to even per class) and seeded by ``seed``. Hidden samples leave the batches, the
     hooks' ``indices`` and the classification metrics' reference set; semi-supervised losses get them as
     ``TrainingSet.unlabeled``, and ``unlabeled.csv`` records them beside ``labels.csv``.
+
+    ``val_fraction`` > 0 holds out a validation split from the training split, for model selection that
+    never reads the test split. It is carved **after** the noise is drawn on the whole training split, so
+    the held-out part is as noisy as the rest and the training part keeps exactly the noisy labels it has
+    without a validation split. ``val_split`` says how: ``class_disjoint`` holds out
+    ``round(val_fraction * C)`` whole classes (the zero-shot protocols: validation classes are never
+    trained on, as test classes are not), ``stratified`` holds out ``round(val_fraction * n_c)`` samples of
+    every class (same-class protocols, e.g. BDML's 10% hold-out), ``auto`` takes the data set's own
+    protocol: class-disjoint when its test classes are not training classes, stratified when they are.
+    Classes are the observed labels, which are all a user selecting a model has; for the same reason the
+    validation split is scored by its observed labels (``val_labels=true`` scores it by the true ones, a
+    diagnostic). The draw is seeded by ``seed``; ``validation.csv`` records the held-out samples.
+    ``test_at_validation`` also scores the test split at every validation (``test_epoch/...``), to show
+    what selecting on the test split, as some papers did, would report.
     """
 
     def __init__(
@@ -67,6 +85,10 @@ class MetricDataModule(pl.LightningDataModule):
         pin_memory: bool = False,
         seed: int = 0,
         unlabeled_fraction: float = 0.0,
+        val_fraction: float = 0.0,
+        val_split: str = "auto",
+        val_labels: str = "observed",
+        test_at_validation: bool = False,
     ):
         super().__init__()
         if not 0.0 <= unlabeled_fraction < 1.0:
@@ -74,6 +96,15 @@ class MetricDataModule(pl.LightningDataModule):
                 f"data.unlabeled_fraction={unlabeled_fraction} is outside [0, 1): it is the fraction of "
                 "training samples whose labels are hidden"
             )
+        if not 0.0 <= val_fraction < 1.0:
+            raise ValueError(
+                f"data.val_fraction={val_fraction} is outside [0, 1): it is the fraction of the training "
+                "split held out for validation (0: none)"
+            )
+        if val_split not in VAL_SPLITS:
+            raise ValueError(f"data.val_split={val_split!r} is not one of {VAL_SPLITS}")
+        if val_labels not in VAL_LABELS:
+            raise ValueError(f"data.val_labels={val_labels!r} is not one of {VAL_LABELS}")
         self.dataset = dataset
         self.noise = noise
         self.P, self.K = P, K
@@ -84,9 +115,14 @@ class MetricDataModule(pl.LightningDataModule):
         self.pin_memory = pin_memory
         self.seed = seed
         self.unlabeled_fraction = unlabeled_fraction
+        self.val_fraction = val_fraction
+        self.val_split = val_split
+        self.val_labels = val_labels
+        self.test_at_validation = test_at_validation
         self.splits: Splits | None = None
         self.train_set: NoisyTrainSet | None = None
         self.unlabeled_set: NoisyTrainSet | None = None
+        self.val_set: NoisyTrainSet | None = None
 
     def setup(self, stage: str | None = None) -> None:
         """Read the data set and draw the noisy labels; idempotent, and cheap after the first call."""
@@ -97,6 +133,12 @@ class MetricDataModule(pl.LightningDataModule):
         # Before the noise is drawn: dropping unreadable files changes the indices it is drawn over.
         self.skipped_inputs = self.splits.train.verify() + self.splits.test.verify()
         noisy = self.noise.apply(self.splits.train.labels)
+        if self.val_fraction > 0:
+            held_out = self._held_out(noisy.observed)
+            validation = _subset(noisy, held_out)
+            scored_by = validation.observed if self.val_labels == "observed" else validation.true
+            self.val_set = NoisyTrainSet(self.splits.train.eval_view(), validation, scored_by)
+            noisy = _subset(noisy, ~held_out)
         _, contiguous = np.unique(noisy.observed, return_inverse=True)
         labels = contiguous.astype(np.int64)
         if self.unlabeled_fraction > 0:
@@ -107,6 +149,39 @@ class MetricDataModule(pl.LightningDataModule):
         self.train_set = NoisyTrainSet(self.splits.train, noisy, labels)
         # Built here, not in train_dataloader, so a bad P/K fails before the Trainer starts.
         self.sampler = self._sampler()
+
+    @property
+    def resolved_val_split(self) -> str:
+        """``val_split`` with ``auto`` replaced by the data set's protocol (needs ``setup``)."""
+        if self.val_split != "auto":
+            return self.val_split
+        shared = np.intersect1d(self.splits.train.labels, self.splits.test.labels)
+        return "stratified" if len(shared) else "class_disjoint"
+
+    def _held_out(self, observed: np.ndarray) -> np.ndarray:
+        """Mask of the training samples held out for validation (see the class docstring)."""
+        rng = np.random.default_rng([self.seed, _VALIDATION_STREAM])
+        classes = np.unique(observed)
+        if self.resolved_val_split == "class_disjoint":
+            count = int(np.rint(round(self.val_fraction * len(classes), 9)))
+            if count < 2:
+                raise ValueError(
+                    f"data.val_fraction={self.val_fraction} holds out {count} of the {len(classes)} "
+                    "training classes; a class-disjoint validation split needs at least 2: raise "
+                    "data.val_fraction, set data.val_split=stratified, or data.val_fraction=0 for none"
+                )
+            return np.isin(observed, rng.choice(classes, size=count, replace=False))
+        held_out = np.zeros(len(observed), dtype=bool)
+        for c in classes:
+            members = np.flatnonzero(observed == c)
+            count = int(np.rint(round(self.val_fraction * len(members), 9)))
+            held_out[rng.choice(members, size=count, replace=False)] = True
+        if held_out.sum() < 2:
+            raise ValueError(
+                f"data.val_fraction={self.val_fraction} holds out {held_out.sum()} training samples "
+                f"(round(fraction x class size) of each class); raise it, or set data.val_fraction=0 for none"
+            )
+        return held_out
 
     def _hidden(self, true: np.ndarray) -> np.ndarray:
         """Mask of the samples whose labels are hidden: round(fraction * n_c) of every true class c."""
@@ -158,10 +233,33 @@ class MetricDataModule(pl.LightningDataModule):
         return int(self.train_set.labels.max()) + 1
 
     def noise_summary(self) -> dict:
+        """The noise of the samples trained on (the validation split's is in ``validation_summary``)."""
         summary = summarize(self.noisy)
         if self.unlabeled_set is not None:
             summary["num_unlabeled"] = len(self.unlabeled_set)
         return summary
+
+    def validation_summary(self) -> dict | None:
+        """How the validation split was drawn and what it holds; None without one."""
+        if self.val_set is None:
+            return None
+        held = self.val_set.noisy
+        summary = {
+            "split": self.resolved_val_split,
+            "fraction": self.val_fraction,
+            "labels": self.val_labels,
+            "num_samples": len(held.indices),
+            "num_classes": len(np.unique(held.observed)),
+            "realized_noise_rate": float(np.mean(held.observed != held.true)),
+        }
+        if summary["split"] == "class_disjoint":
+            summary["classes"] = np.unique(held.observed).tolist()
+        return summary
+
+    @property
+    def validation_stages(self) -> list[str]:
+        """The metric prefix of each of ``val_dataloader``'s loaders, in order."""
+        return ["val"] * (self.val_set is not None) + ["test_epoch"] * self.test_at_validation
 
     def training_set(self) -> TrainingSet:
         """What a method's hooks may know about the training data (see ``noisydml.hooks``)."""
@@ -196,8 +294,9 @@ class MetricDataModule(pl.LightningDataModule):
             persistent_workers=self.num_workers > 0,
         )
 
-    def val_dataloader(self) -> DataLoader:
-        return self._eval_loader()
+    def val_dataloader(self) -> list[DataLoader]:
+        loaders = {"val": lambda: self._loader(self.val_set), "test_epoch": self._eval_loader}
+        return [loaders[stage]() for stage in self.validation_stages]
 
     def test_dataloader(self) -> DataLoader:
         return self._eval_loader()
@@ -222,13 +321,15 @@ class MetricDataModule(pl.LightningDataModule):
             pin_memory=self.pin_memory,
         )
 
-    def write_labels(self, path: Path, unlabeled_path: Path) -> None:
+    def write_labels(self, path: Path, unlabeled_path: Path, validation_path: Path) -> None:
         """``index,true,observed`` for every training sample the run trained on with its label (``path``);
         with hidden labels, ``unlabeled_path`` lists the others (``observed`` is the label that was
-        hidden)."""
+        hidden); with a validation split, ``validation_path`` the held-out samples."""
         _write_labels(path, self.noisy)
         if self.unlabeled_set is not None:
             _write_labels(unlabeled_path, self.unlabeled_set.noisy)
+        if self.val_set is not None:
+            _write_labels(validation_path, self.val_set.noisy)
 
 
 def _subset(noisy: NoisyLabels, mask: np.ndarray) -> NoisyLabels:

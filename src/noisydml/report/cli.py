@@ -10,6 +10,7 @@ table cell, numbers as fractions), ``runs.csv`` (every run with its status) and
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -83,11 +84,37 @@ def write_report(
     failed_md = f"## Failed runs\n\n{failed}\n" if failed else ""
     text = (
         f"# Report: {directory.name}\n\n{len(runs)} runs ({counts}) from:\n\n{sources}\n\n{failed_md}"
+        f"{_tuning_markdown(paths)}"
         f"{claims_md.replace('# Claims', '## Claims', 1)}\n## Figures\n\n{figure_md or 'none'}\n\n"
         f"# Tables\n\n{LEGEND}\n\n{markdown(tables, published, list(metrics) if metrics else None)}"
     )
     (directory / "report.md").write_text(text)
     return Report(directory, tables, verdicts, figures)
+
+
+def _tuning_markdown(paths: Sequence[Path]) -> str:
+    """The values scripts/reproduce.py tuned for the sweeps in ``paths`` (tuning.json), and the budget."""
+    parts = []
+    for path in paths:
+        file = Path(path) / "tuning.json"
+        if not file.is_file():
+            continue
+        tuning = json.loads(file.read_text())
+        at = ", ".join(f"{k}={v}" for k, v in tuning["at"].items())
+        lines = [
+            f"## Tuning\n\nEach method below was tuned before its runs: {tuning['trials']} trials "
+            f"({tuning['sampler']}) of {tuning['metric']} ({tuning['direction']}) on the validation split at "
+            f"{at or 'the defaults'}; the test split was not read. Every other method ran at its published "
+            "settings.\n",
+            "| method | search space | chosen | best validation score |",
+            "| --- | --- | --- | --- |",
+        ]
+        for method, study in tuning["methods"].items():
+            space = ", ".join(f"`{k}={v}`" for k, v in study["space"].items())
+            chosen = ", ".join(f"`{k}={v}`" for k, v in study["chosen"].items())
+            lines.append(f"| {method} | {space} | {chosen} | {study['best_value']:.4f} |")
+        parts.append("\n".join(lines) + "\n\n")
+    return "".join(parts)
 
 
 def _default_name(groups: list, paths: Sequence[Path]) -> str:

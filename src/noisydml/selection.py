@@ -1,0 +1,111 @@
+"""Model selection on the validation split, then the test split scored once with what was selected.
+
+With a validation split (``data.val_fraction`` > 0), :class:`~noisydml.checkpointing.SelectedCheckpoint`
+keeps the weights of the epoch with the best ``optimized_metric`` (a ``val/`` metric). After training the
+test split is scored twice: with those weights (``test/...``, the run's result) and with the last epoch's
+(``test_last/...``), so a reader sees what selection changed. With ``data.test_at_validation`` the test
+split was also scored at every validation; the epoch a paper selecting on the test split would have
+reported is recorded as ``test_best_epoch/...``, beside ours, to show what test selection inflates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytorch_lightning as pl
+from pytorch_lightning.callbacks import Callback, ModelCheckpoint
+
+from noisydml.checkpointing import SelectedCheckpoint
+
+
+def watched_callbacks(callbacks: list[Callback], stages: list[str]) -> list[Callback]:
+    """The callbacks whose monitored metric some validation loader logs.
+
+    Without a validation split there is nothing to select on: the checkpoint selection is dropped and
+    the last epoch is tested, as before validation splits existed. Any other callback watching a metric
+    no loader logs (early stopping) is an error, not silently idle.
+    """
+    kept = []
+    for callback in callbacks:
+        monitor = getattr(callback, "monitor", None)
+        if monitor is None or monitor.split("/", 1)[0] in stages:
+            kept.append(callback)
+        elif not isinstance(callback, ModelCheckpoint):
+            raise ValueError(
+                f"{type(callback).__name__} monitors {monitor}, which no validation loader logs (they log: "
+                f"{', '.join(stages) or 'nothing, data.val_fraction=0'}); set data.val_fraction > 0 for val/ "
+                "metrics, or remove the callback"
+            )
+    return kept
+
+
+def test_selected(
+    trainer: pl.Trainer, model: pl.LightningModule, datamodule: pl.LightningDataModule, metric: str
+) -> tuple[dict[str, float], dict[str, Any] | None]:
+    """Score the test split with the selected checkpoint (and the last epoch); return the metrics and
+    what was selected (None when nothing was: no validation split, or no validation ran).
+
+    ``metric`` is the selection metric (``optimized_metric``); its name picks the best test epoch."""
+    history = list(model.validation_history)  # testing from a checkpoint reloads the history it holds
+    last_epoch = trainer.current_epoch - 1
+    select = next((c for c in trainer.callbacks if isinstance(c, SelectedCheckpoint)), None)
+    if select is None or not select.best_model_path:
+        trainer.test(model, datamodule=datamodule, verbose=False)
+        metrics = dict(model.test_metrics)
+        if history:  # validated without selecting (callbacks.select=null): the last validation's scores
+            metrics.update({k: v for k, v in history[-1].items() if k.startswith("val/")})
+        return _with_best_test_epoch(metrics, None, history, metric, "max")
+    if select.best_epoch == last_epoch:
+        # The selected weights are the last epoch's: one test scores both.
+        trainer.test(model, datamodule=datamodule, verbose=False)
+        metrics = dict(model.test_metrics)
+        metrics.update(
+            {name.replace("test/", "test_last/", 1): value for name, value in model.test_metrics.items()}
+        )
+    else:
+        model.test_stage = "test_last"
+        trainer.test(model, datamodule=datamodule, verbose=False)
+        last = dict(model.test_metrics)
+        model.test_stage = "test"
+        trainer.test(
+            model, datamodule=datamodule, ckpt_path=select.best_model_path, weights_only=True, verbose=False
+        )
+        metrics = {**model.test_metrics, **last}
+    selected = next(r for r in history if r["epoch"] == select.best_epoch)
+    metrics.update({k: v for k, v in selected.items() if k.startswith("val/")})
+    selection = {
+        "metric": select.monitor,
+        "mode": select.mode,
+        "epoch": select.best_epoch,
+        "last_epoch": last_epoch,
+        "checkpoint": select.best_model_path,
+    }
+    return _with_best_test_epoch(metrics, selection, history, metric, select.mode)
+
+
+def _with_best_test_epoch(
+    metrics: dict[str, float], selection: dict | None, history: list[dict], metric: str, mode: str
+) -> tuple[dict[str, float], dict | None]:
+    """Add the epoch that selecting on the test split would have reported, when it was scored."""
+    best_test = _best_test_epoch(history, f"test_epoch/{metric.split('/', 1)[-1]}", mode)
+    if best_test is not None:
+        metrics.update(
+            {
+                f"test_best_epoch/{k.split('/', 1)[1]}": v
+                for k, v in best_test.items()
+                if k.startswith("test_epoch/")
+            }
+        )
+        selection = {**(selection or {}), "test_best_epoch": best_test["epoch"]}
+    return metrics, selection
+
+
+def _best_test_epoch(history: list[dict], name: str, mode: str) -> dict | None:
+    """The validation record with the best test-split score ``name``, if the test split was scored at
+    validations."""
+    scored = [record for record in history if name in record]
+    if not scored:
+        return None
+    sign = -1 if mode == "min" else 1
+    # max() keeps the first of equal scores: the earliest epoch, as SelectedCheckpoint does.
+    return max(scored, key=lambda record: sign * record[name])

@@ -1,0 +1,54 @@
+"""scripts/reproduce.py tunes an experiment's declared values with Optuna on the validation split, then
+runs the sweep with the values chosen."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "noise.rate=0.2",
+    "seed=0",
+    "trainer.max_epochs=1",
+    "trainer.check_val_every_n_epoch=1",
+    "data.batches_per_epoch=3",
+]
+
+
+@pytest.mark.slow
+def test_study_of_three_trials_chooses_the_best_validation_value_and_the_sweep_uses_it(tmp_path):
+    experiment = "digits/zhang2023_noise"
+    command = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), experiment, "--"]
+    command += ["method=zhang2023/bspml", "tune.trials=3", *TINY]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    # BSPML's lambda_inf is drawn from an interval, so the three trials are three different runs. Job
+    # folders nest where an override holds a "/" (method=zhang2023/bspml).
+    study = tmp_path / "outputs" / "tuning" / experiment / "zhang2023/bspml"
+    trials = [json.loads(p.read_text()) for p in study.rglob("results.json")]
+    assert len(trials) == 3
+    scores = {trial["config"]["loss"]["age_max"]: trial["metrics"]["val/recall@1"] for trial in trials}
+    assert all(4 <= value <= 5 for value in scores)
+    best = max(scores, key=scores.get)
+    found = yaml.safe_load((study / "optimization_results.yaml").read_text())
+    assert found["best_params"] == {"loss.age_max": best}
+    assert found["best_value"] == pytest.approx(scores[best])
+
+    sweep = tmp_path / "outputs" / "reproduce" / experiment
+    tuning = json.loads((sweep / "tuning.json").read_text())
+    assert tuning["trials"] == 3 and tuning["metric"] == "val/recall@1"
+    assert tuning["methods"]["zhang2023/bspml"]["chosen"] == {"loss.age_max": best}
+    # Only BSPML runs in this sweep, so RDML's declared study is not run.
+    assert list(tuning["methods"]) == ["zhang2023/bspml"]
+
+    (final,) = [json.loads(p.read_text()) for p in sweep.rglob("results.json")]
+    assert final["config"]["loss"]["age_max"] == best and final["config"]["loss"]["mu"] == best
+    report = (tmp_path / "outputs" / "reports" / "digits_zhang2023_noise" / "report.md").read_text()
+    assert "## Tuning" in report and f"`loss.age_max={best}`" in report
