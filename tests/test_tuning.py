@@ -36,10 +36,10 @@ def test_study_of_three_trials_chooses_the_best_validation_value_and_the_sweep_u
     assert len(trials) == 3
     scores = {trial["config"]["loss"]["age_max"]: trial["metrics"]["val/recall@1"] for trial in trials}
     assert all(4 <= value <= 5 for value in scores)
-    best = max(scores, key=scores.get)
     found = yaml.safe_load((study / "optimization_results.yaml").read_text())
-    assert found["best_params"] == {"loss.age_max": best}
-    assert found["best_value"] == pytest.approx(scores[best])
+    best = found["best_params"]["loss.age_max"]
+    # The chosen value is a trial's, with the best score of the three (trials may tie after one epoch).
+    assert scores[best] == max(scores.values()) == pytest.approx(found["best_value"])
 
     sweep = tmp_path / "outputs" / "reproduce" / experiment
     tuning = json.loads((sweep / "tuning.json").read_text())
