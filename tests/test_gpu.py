@@ -50,6 +50,8 @@ def cub(tmp_path: Path) -> list[str]:
         "backbone.trunk.pretrained=false",
         "data.P=2",
         "data.K=2",
+        # Two training classes: none to spare for a class-disjoint validation split.
+        "data.val_fraction=0",
     ]
 
 
