@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 import yaml
 
+from noisydml import CONFIG_DIR
 from noisydml.report import claims
 from noisydml.report.calculator import theory_text
 from noisydml.report.cli import main, write_report
-from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect, method_config
+from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect, method_config, with_choices
 from noisydml.report.published import load_published
 from noisydml.report.tables import group_runs, markdown, pivot
 
@@ -540,3 +541,14 @@ def test_method_sweep_with_nested_job_dirs_labels_jobs_that_never_ran(tmp_path: 
     assert missing.choice("miner") == groups["miner"] == "fixed_semihard"
     assert missing.label == (label or "triplet + fixed_semihard")
     assert "missing 1/1" in markdown([table], published=[])
+
+
+def test_unresolved_configs_get_the_figure_and_name_their_protocol_derives(tmp_path: Path) -> None:
+    # A crashed job's .hydra/config.yaml and a sweep's multirun.yaml hold conf/protocol/'s interpolations
+    # unresolved; the report fills in the experiment chosen, as the run would have.
+    protocol = yaml.safe_load((CONFIG_DIR / "protocol" / "le2019.yaml").read_text())
+    config = {"name": protocol["name"], "report": protocol["report"], "seed": "${oc.env:X,0}"}
+    filled = with_choices(config, {"experiment": "le2019/fig2_cub"})
+    assert filled["name"] == "le2019_fig2_cub" and filled["report"] == {"figure": "le2019/fig2_cub"}
+    assert filled["seed"] == "${oc.env:X,0}"
+    assert with_choices(config, {})["report"]["figure"] == protocol["report"]["figure"]

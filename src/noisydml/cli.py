@@ -13,19 +13,14 @@ from pathlib import Path
 
 import hydra
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from noisydml import CONFIG_DIR
+from noisydml import CONFIG_DIR, resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.quiet import silence_known_noise
 from noisydml.rundir import RunDir
 
 # How to continue a run, not what it computes: never carried over from a run's stored overrides.
 RESUME_KEYS = ("resume", "resume_from")
-
-# The launcher config is resolved in the submitting process, which imports this module.
-OmegaConf.register_new_resolver(
-    "noisydml.gpus", lambda accelerator, devices: 0 if accelerator == "cpu" else devices, replace=True
-)
 
 
 def resume_arguments(argv: list[str]) -> list[str]:

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+from noisydml import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.checkpointing import resume_checkpoint
 from noisydml.csv_logger import keep_rows_before
 from noisydml.module import EmbeddingModule

@@ -27,6 +27,7 @@ import csv
 import functools
 import math
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from noisydml import CONFIG_DIR
+from noisydml.resolvers import run_name
 from noisydml.rundir import FINISHED, LEGACY_FINISHED, RunDir
 
 if TYPE_CHECKING:
@@ -238,7 +240,7 @@ def _read_sweep(sweep: Path, run_dirs: list[Path], seen: set[Path]) -> list[Run]
     for job in _expected_or_warn(sweep, multirun):
         if signature(job) not in by_signature:
             config, choices = _never_run(base, base_choices, job)
-            runs.append(Run(None, MISSING, job, config, choices, sweep=sweep))
+            runs.append(Run(None, MISSING, job, with_choices(config, choices), choices, sweep=sweep))
     return runs
 
 
@@ -279,6 +281,25 @@ def _never_run(base: dict, base_choices: dict, job: dict[str, Any]) -> tuple[dic
     return {**base, "report": {**(base.get("report") or {}), "method": label}}, choices
 
 
+# What an unresolved config (a sweep's multirun.yaml, a crashed run's .hydra/config.yaml) holds where a
+# per-paper protocol derives a value from the experiment chosen: conf/protocol/*.yaml's name and figure.
+_CHOICE = re.compile(r"\$\{hydra:runtime\.choices\.([\w/]+)\}")
+_RUN_NAME = re.compile(r"\$\{noisydml\.run_name:([^${}]*)\}")
+
+
+def with_choices(config: Any, choices: dict[str, Any]) -> Any:
+    """``config`` with the group choices it interpolates filled in, as a run resolves them (``report.figure:
+    ${hydra:runtime.choices.experiment}``, ``name: ${noisydml.run_name:...}``); other values unchanged."""
+    if isinstance(config, dict):
+        return {key: with_choices(value, choices) for key, value in config.items()}
+    if isinstance(config, list):
+        return [with_choices(value, choices) for value in config]
+    if isinstance(config, str) and "${" in config:
+        config = _CHOICE.sub(lambda m: str(choices.get(m.group(1), m.group(0))), config)
+        return _RUN_NAME.sub(lambda m: run_name(m.group(1)), config)
+    return config
+
+
 def method_config(option: str) -> tuple[dict[str, str], str | None]:
     """The groups ``conf/method/<option>.yaml`` overrides (``- override /loss: triplet``) and its
     ``report.method``, read from the project's conf/ folder; nothing when the file is not there."""
@@ -313,7 +334,9 @@ def read_run(run_dir: Path, sweep: Path | None = None) -> Run:
         metrics = {k: float(v) for k, v in (results.get("metrics") or {}).items() if _is_number(v)}
         metrics.update(last_logged(run_dir))
         return Run(run.path, COMPLETE, overrides, results.get("config") or {}, choices, metrics, sweep)
-    config = results.get("config") or ((_read_yaml(run.config) or {}) if run.config.is_file() else {})
+    config = results.get("config") or with_choices(
+        (_read_yaml(run.config) or {}) if run.config.is_file() else {}, choices
+    )
     return Run(run.path, FAILED, overrides, config, choices, {}, sweep, error=failure(results))
 
 

@@ -1,0 +1,18 @@
+"""The project's OmegaConf resolvers, registered on import: by the command line (which resolves the
+launcher config in the submitting process) and by a run (which resolves its config)."""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+
+def run_name(experiment: str) -> str:
+    """An experiment's run name from its config path: ``le2019/fig2_cub`` -> ``le2019_fig2_cub``."""
+    return experiment.replace("/", "_")
+
+
+OmegaConf.register_new_resolver(
+    "noisydml.gpus", lambda accelerator, devices: 0 if accelerator == "cpu" else devices, replace=True
+)
+# ``name: ${noisydml.run_name:${hydra:runtime.choices.experiment}}`` in the per-paper protocols.
+OmegaConf.register_new_resolver("noisydml.run_name", run_name, replace=True)
