@@ -135,6 +135,7 @@ def logged_validations(run_dir: Path) -> dict[int, dict[str, float]]:
     return {int(row["epoch"]): {k: float(v) for k, v in row.items() if v and "/" in k} for row in rows}
 
 
+@pytest.mark.slow
 def test_selection_on_val_restores_the_selected_epoch_for_the_test_split(compose_config):
     """Selecting the *lowest* val/recall@1 picks an early epoch of a run that improves, so the selected
     epoch is not the last; the test split scored with the restored checkpoint must then equal the test
@@ -165,6 +166,7 @@ def test_selection_on_val_restores_the_selected_epoch_for_the_test_split(compose
     assert metrics["test_best_epoch/recall@1"] == pytest.approx(logged[best_test]["test_epoch/recall@1"])
 
 
+@pytest.mark.slow
 def test_early_stopping_watches_a_validation_metric(compose_config):
     early_stop = (
         "callbacks.early_stop={_target_: pytorch_lightning.callbacks.EarlyStopping, "
