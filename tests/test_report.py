@@ -216,11 +216,11 @@ def bdml_runs(root: Path, recall: dict) -> list[Path]:
     dirs = []
     for (method, rate), values in recall.items():
         for seed, value in enumerate(values):
-            bayesian = method == "BDML"
+            backbone = {"BDML": "bayesian_mlp", "BLMNN": "bayesian_linear", "DML": "mlp"}[method]
             choices = {
-                "loss": "bayesian_triplet" if bayesian else "triplet",
+                "loss": "triplet" if method == "DML" else "bayesian_triplet",
                 "miner": "all",
-                "backbone": "bayesian_mlp" if bayesian else "mlp",
+                "backbone": backbone,
             }
             config = {
                 "name": "bdml_mnist",
@@ -256,9 +256,9 @@ def test_published_numbers_sit_beside_our_cells(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("bdml_at_50", "status"),
     [
-        ((0.74, 0.76, 0.75), claims.HELD),  # +4 points on every seed
-        ((0.60, 0.62, 0.61), claims.CONTRADICTED),  # -10 points on every seed
-        ((0.75, 0.68, 0.72), claims.INCONCLUSIVE),  # +5, -4, +1: the interval spans zero
+        ((0.74, 0.76, 0.75), claims.HELD),  # +4 points over DML on every seed, +6, +7, +5 over BLMNN
+        ((0.60, 0.62, 0.61), claims.CONTRADICTED),  # -10 points under DML on every seed
+        ((0.75, 0.68, 0.72), claims.INCONCLUSIVE),  # +5, -4, +1 over DML: the interval spans zero
     ],
 )
 def test_bdml_claims(tmp_path: Path, bdml_at_50: tuple, status: str) -> None:
@@ -270,9 +270,20 @@ def test_bdml_claims(tmp_path: Path, bdml_at_50: tuple, status: str) -> None:
     }
     bdml_runs(tmp_path, recall)
     verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}
-    assert verdicts["bdml-50"].status == status
+    # "better results than both BLMNN and DML": without BLMNN's runs the claim is not evaluated.
+    assert (
+        verdicts["bdml-50"].status == claims.NOT_EVALUATED and "no BLMNN runs" in verdicts["bdml-50"].detail
+    )
     assert verdicts["bdml-gap"].status == status  # gap at p=0 is +0.5 points on every seed
-    (comparison,) = verdicts["bdml-50"].comparisons
+    assert verdicts["bdml-gap-blmnn"].status == claims.NOT_EVALUATED
+    bdml_runs(tmp_path, {("BLMNN", 0): [0.96, 0.95, 0.97], ("BLMNN", 0.5): [0.68, 0.69, 0.70]})
+    verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}
+    assert verdicts["bdml-50"].status == status
+    # BDML - BLMNN: +2.5 points at p=0 on every seed; at 0.5 +6/+7/+5, -8/-7/-9 or +7/-1/+2.
+    assert verdicts["bdml-gap-blmnn"].status == status
+    dml, blmnn = verdicts["bdml-50"].comparisons
+    assert "BLMNN" in blmnn.text and "DML" in dml.text
+    comparison = dml
     assert comparison.result.n_seeds == 3
     if status == claims.INCONCLUSIVE:
         # Mean +0.67 points, sd 4.51: a paired t-test would need hundreds of seeds to see it.
@@ -552,3 +563,55 @@ def test_unresolved_configs_get_the_figure_and_name_their_protocol_derives(tmp_p
     assert filled["name"] == "le2019_fig2_cub" and filled["report"] == {"figure": "le2019/fig2_cub"}
     assert filled["seed"] == "${oc.env:X,0}"
     assert with_choices(config, {})["report"]["figure"] == protocol["report"]["figure"]
+
+
+def test_eps_without_its_paired_miner_is_not_evaluated(tmp_path: Path) -> None:
+    # EPS + semi-hard negatives beside batch-hard only: another negative rule is no baseline for it.
+    for miner, negatives, recall in (("easy_positive", "semihard", 0.9), ("batch_hard", None, 0.8)):
+        overrides = [f"miner={miner}", "seed=0"] + ([f"miner.negatives={negatives}"] if negatives else [])
+        config = {"name": "m", "seed": 0, "dataset": {"name": "digits"}, "noise": {"rate": 0.4}}
+        config["miner"] = {"negatives": negatives} if negatives else {}
+        write_run(
+            tmp_path / miner,
+            overrides,
+            choices={"loss": "triplet", "miner": miner},
+            config=config,
+            metrics={"test/recall@1": recall},
+        )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["levi2021-eps"]
+    assert verdict.status == claims.NOT_EVALUATED
+    assert (
+        "paired baseline: triplet + facenet_semihard or random_semihard or fixed_semihard" in verdict.detail
+    )
+
+
+def test_bspml_is_compared_with_every_table2_baseline_and_spms(tmp_path: Path) -> None:
+    # method -> (loss, Recall@1 at seeds 0 and 1): Proxy-Anchor beats BSPML by 5 points on both seeds.
+    methods = {
+        "BSPML": ("bspml", (0.80, 0.82)),
+        "SPMS": ("bspml", (0.70, 0.71)),
+        "MS": ("multi_similarity", (0.75, 0.76)),
+        "Proxy-Anchor": ("proxy_anchor", (0.85, 0.87)),
+    }
+    for method, (loss, values) in methods.items():
+        for seed, recall in enumerate(values):
+            write_run(
+                tmp_path / f"{method}_{seed}",
+                [f"method=zhang2023/{method.lower()}", "noise.rate=0.2", f"seed={seed}"],
+                choices={"loss": loss, "miner": "multi_similarity"},
+                config={
+                    "name": "z",
+                    "seed": seed,
+                    "report": {"method": method, "figure": "zhang2023/digits"},
+                    "dataset": {"name": "digits"},
+                    "noise": {"rate": 0.2},
+                },
+                metrics={"test/recall@1": recall},
+            )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["zhang2023-noise"]
+    # SPMS shares BSPML's loss but is not BSPML, nor a Table 2 baseline.
+    assert sorted(c.text.split(": ")[1].split(" vs ")[1].split(" ")[0] for c in verdict.comparisons) == [
+        "MS",
+        "Proxy-Anchor",
+    ]
+    assert verdict.status == claims.CONTRADICTED
