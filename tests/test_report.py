@@ -308,13 +308,43 @@ def test_yu_lambda_claim(tmp_path: Path, adapted: tuple, status: str) -> None:
                 overrides,
                 choices={"loss": "adapted_triplet", "miner": "facenet_semihard"},
                 config={"name": "yu", "seed": seed, "dataset": {"name": "digits"}, "noise": {"rate": 0.0}},
-                metrics={"test/ncm_accuracy": accuracy, "test/recall@1": 0.5},
+                # Recall@1 moves with the accuracy; the validation split prefers lambda 0.5 too.
+                metrics={
+                    "test/ncm_accuracy": accuracy,
+                    "test/recall@1": accuracy - 0.3,
+                    "val/ncm_accuracy": accuracy + (0.05 if weight == 0.5 else 0),
+                },
             )
     (group,) = group_runs(collect([tmp_path]))
     assert pivot(group).column_key == "loss.match_weight"
     verdict = {v.claim.id: v for v in claims.evaluate([group])}["yu2018-lambda"]
     assert verdict.status == status
-    assert "test/ncm_accuracy" in verdict.detail
+    assert "λ=0.5 chosen on val/ncm_accuracy" in verdict.detail
+    # NCM accuracy and Recall@1 against lambda 0, and the chosen lambda against the largest, lambda 2.
+    assert [c.metric for c in verdict.comparisons] == [
+        "test/ncm_accuracy",
+        "test/recall@1",
+        "test/ncm_accuracy",
+    ]
+    assert "largest λ=2" in verdict.comparisons[-1].what
+
+
+def test_yu_lambda_is_chosen_on_validation_not_test(tmp_path: Path) -> None:
+    # On test lambda 2 looks best; the validation split chose lambda 0.5, which is what is compared.
+    for weight, test, val in ((0, 0.90, 0.90), (0.5, 0.92, 0.95), (2, 0.97, 0.91)):
+        for seed in (0, 1):
+            write_run(
+                tmp_path / f"w{weight}_{seed}",
+                [f"loss.match_weight={weight}", f"seed={seed}"],
+                choices={"loss": "adapted_triplet", "miner": "facenet_semihard"},
+                config={"name": "yu", "seed": seed, "dataset": {"name": "digits"}, "noise": {"rate": 0.0}},
+                metrics={"test/ncm_accuracy": test + seed / 100, "val/ncm_accuracy": val},
+            )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["yu2018-lambda"]
+    first, trade_off = verdict.comparisons
+    assert "λ=0.5 vs λ=0" in first.what and first.verdict == claims.HELD
+    # Lambda 2 beats the chosen 0.5 on test: the trade-off is contradicted.
+    assert trade_off.verdict == claims.CONTRADICTED and verdict.status == claims.CONTRADICTED
 
 
 def test_eps_is_compared_with_the_miner_of_its_negative_rule_and_method_keys_stay_in_rows(
