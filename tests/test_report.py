@@ -275,6 +275,8 @@ def test_bdml_claims(tmp_path: Path, bdml_at_50: tuple, status: str) -> None:
         verdicts["bdml-50"].status == claims.NOT_EVALUATED and "no BLMNN runs" in verdicts["bdml-50"].detail
     )
     assert verdicts["bdml-gap"].status == status  # gap at p=0 is +0.5 points on every seed
+    # +0.5 points at p=0 on every seed, then as at 0.5.
+    assert verdicts["bdml-every-rate"].status == status
     assert verdicts["bdml-gap-blmnn"].status == claims.NOT_EVALUATED
     bdml_runs(tmp_path, {("BLMNN", 0): [0.96, 0.95, 0.97], ("BLMNN", 0.5): [0.68, 0.69, 0.70]})
     verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}
@@ -645,3 +647,34 @@ def test_bspml_is_compared_with_every_table2_baseline_and_spms(tmp_path: Path) -
         "Proxy-Anchor",
     ]
     assert verdict.status == claims.CONTRADICTED
+
+
+def test_bspml_lead_over_proxy_anchor_grows_with_noise(tmp_path: Path) -> None:
+    # (method, rate) -> Recall@1 at seeds 0 and 1: the lead is +1 point at 10%, +10 and +11 at 30%.
+    recall = {
+        ("BSPML", 0.1): (0.80, 0.81),
+        ("BSPML", 0.3): (0.70, 0.72),
+        ("Proxy-Anchor", 0.1): (0.79, 0.80),
+        ("Proxy-Anchor", 0.3): (0.60, 0.61),
+    }
+    for (method, rate), values in recall.items():
+        loss = "bspml" if method == "BSPML" else "proxy_anchor"
+        for seed, value in enumerate(values):
+            write_run(
+                tmp_path / f"{method}_{rate}_{seed}",
+                [f"method=zhang2023/{method.lower()}", f"noise.rate={rate}", f"seed={seed}"],
+                choices={"loss": loss, "miner": "multi_similarity"},
+                config={
+                    "name": "z",
+                    "seed": seed,
+                    "report": {"method": method, "figure": "zhang2023/digits"},
+                    "dataset": {"name": "digits"},
+                    "noise": {"rate": rate},
+                },
+                metrics={"test/recall@1": value},
+            )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}[
+        "zhang2023-large-noise"
+    ]
+    (comparison,) = verdict.comparisons
+    assert comparison.result.effect == pytest.approx(0.095) and verdict.status == claims.HELD
