@@ -22,6 +22,8 @@ from noisydml.noise import (
     NoNoise,
     ToplineNoise,
     UniformNoise,
+    finite_k_conditions,
+    finite_k_triplet_bound,
     pair_flip_rates,
     summarize,
     triplet_noise_bound,
@@ -231,6 +233,16 @@ def test_pair_flip_rates_satisfy_q_pos_equals_k_minus_one_q_neg(p, k):
     q_neg, q_pos = pair_flip_rates(p, k)
     assert q_pos == pytest.approx((k - 1) * q_neg)
     assert q_pos == pytest.approx(1 - (1 - p) ** 2 - p**2 / (k - 1))
+
+
+def test_finite_k_bound_keeps_eq27s_eps_term():
+    # K = 10: lower than Eq. 27 (0.423 / 0.293 / 0.134), Eq. 24's factors at zero there.
+    for eta, bound in ((1.5, 0.348865), (2.0, 0.248628), (4.0, 0.117415)):
+        p = finite_k_triplet_bound(eta, 10)
+        assert p == pytest.approx(bound, abs=1e-6) and p < triplet_noise_bound(eta)
+        assert min(finite_k_conditions(p, eta, 10)) == pytest.approx(0, abs=1e-9)
+    # The large-K limit is Eq. 27.
+    assert finite_k_triplet_bound(2.0, 100_000) == pytest.approx(triplet_noise_bound(2.0), abs=1e-4)
 
 
 def test_triplet_noise_bound_by_hand():

@@ -543,8 +543,10 @@ def test_calculator_prints_values_worked_by_hand(capsys: pytest.CaptureFixture) 
     out = capsys.readouterr().out
     assert "Eq. 7:            0.320000" in out
     assert "Eq. 8 corrected:  0.320000" in out and "0.280000" in out
-    assert "eta = 2: p < 0.292893   (p = 0.2 is below the bound)" in out
-    assert "eta = 4: p < 0.133975   (p = 0.2 is at or above the bound)" in out
+    # Finite K (Eq. 24): at K = 2 the negative-pair factor 1 - q- - q- eta K with q- = 2p(1-p) is zero at
+    # p(1-p) = 1 / (2 (1 + 2 eta)): eta 2 -> (1 - sqrt(0.6)) / 2 = 0.112702, eta 4 -> 0.059041.
+    assert "eta = 2: p < 0.292893   finite K: p < 0.112702   (p = 0.2 is at or above" in out
+    assert "eta = 4: p < 0.133975   finite K: p < 0.059041   (p = 0.2 is at or above" in out
     assert "2.777778" in out
     # K = 3: Eq. 7 = 0.32/2 + 0.04 (1/4) = 0.17; Eq. 8 corrected = 0.32 + 0.04 (1 - 1/2) = 0.34.
     text = theory_text(0.2, 3, ())

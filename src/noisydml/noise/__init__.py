@@ -9,7 +9,12 @@ from noisydml.noise.models import (
     UniformNoise,
 )
 from noisydml.noise.summary import summarize
-from noisydml.noise.theory import pair_flip_rates, triplet_noise_bound
+from noisydml.noise.theory import (
+    finite_k_conditions,
+    finite_k_triplet_bound,
+    pair_flip_rates,
+    triplet_noise_bound,
+)
 
 __all__ = [
     "ClassConditionalNoise",
@@ -18,6 +23,8 @@ __all__ = [
     "NoisyLabels",
     "ToplineNoise",
     "UniformNoise",
+    "finite_k_conditions",
+    "finite_k_triplet_bound",
     "pair_flip_rates",
     "summarize",
     "triplet_noise_bound",

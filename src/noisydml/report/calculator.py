@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from noisydml.noise.theory import pair_flip_rates, triplet_noise_bound
+from noisydml.noise.theory import finite_k_triplet_bound, pair_flip_rates, triplet_noise_bound
 
 DEFAULT_ETAS = (1.5, 2.0, 4.0)
 
@@ -33,11 +33,16 @@ def theory_text(p: float, num_classes: int, etas: Sequence[float] = DEFAULT_ETAS
         f"  q(positive pair -> negative), Eq. 8 corrected:  {q_pos_to_neg:.6f}",
         f"    (Eq. 8 as printed, a misprint:                {printed_eq8(p, num_classes):.6f})",
         "Triplet loss with semi-hard mining is noise tolerant for p < 1 - sqrt(1 - 1/eta)"
-        " (Eq. 27, eps(K) dropped):",
+        " (Eq. 27, eps(K) dropped), eta weighting hard negative pairs eta/K and easy ones 1/(eta K);"
+        f" at K = {num_classes}, Eq. 24 (eps(K) kept) bounds p lower:",
     ]
     for eta in etas:
         bound = triplet_noise_bound(eta)
-        side = "below" if p < bound else "at or above"
-        lines.append(f"  eta = {eta:g}: p < {bound:.6f}   (p = {p:g} is {side} the bound)")
+        finite = finite_k_triplet_bound(eta, num_classes)
+        side = "below" if p < finite else "at or above"
+        lines.append(
+            f"  eta = {eta:g}: p < {bound:.6f}   finite K: p < {finite:.6f}   (p = {p:g} is {side} the "
+            "finite-K bound)"
+        )
     lines.append(f"  p = {p:g} meets Eq. 26 for every eta <= 1 / (2p - p^2) = {largest_tolerated_eta(p):.6f}")
     return "\n".join(lines)
