@@ -680,3 +680,25 @@ def test_bspml_lead_over_proxy_anchor_grows_with_noise(tmp_path: Path) -> None:
     ]
     (comparison,) = verdict.comparisons
     assert comparison.result.effect == pytest.approx(0.095) and verdict.status == claims.HELD
+
+
+@pytest.mark.parametrize(
+    ("gain", "status"),
+    [((0.002, 0.004, 0.003), claims.HELD), ((0.05, 0.06, 0.04), claims.CONTRADICTED)],
+)
+def test_trimmed_loss_brings_no_significant_improvement(tmp_path: Path, gain: tuple, status: str) -> None:
+    # Trimmed triplet at keep 1 (no trimming) and 0.8, seeds 0-2: a gain under 1 point, or 4-6 points.
+    for fraction in (1.0, 0.8):
+        for seed in range(3):
+            recall = 0.70 + seed / 100 + (gain[seed] if fraction < 1 else 0)
+            write_run(
+                tmp_path / f"k{fraction}_{seed}",
+                [f"loss.keep_fraction={fraction}", f"seed={seed}"],
+                choices={"loss": "trimmed", "miner": "all"},
+                config={"name": "t", "seed": seed, "dataset": {"name": "omniglot"}, "noise": {"rate": 0.0}},
+                metrics={"test/recall@1": recall},
+            )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["levi2021-trimmed"]
+    assert verdict.status == status
+    (comparison,) = verdict.comparisons
+    assert comparison.result.effect == pytest.approx(sum(gain) / 3)

@@ -13,6 +13,7 @@ from noisydml.report.statistics import (
     CONTRADICTED,
     HELD,
     INCONCLUSIVE,
+    at_most,
     combine,
     equivalence,
     paired,
@@ -102,3 +103,12 @@ def test_combine_and_equivalence():
     far = paired({0: 0.90, 1: 0.91, 2: 0.92}, {0: 0.80, 1: 0.80, 2: 0.80})
     assert equivalence(far, 0.05) == CONTRADICTED
     assert equivalence(paired({0: 0.9, 1: 0.7}, {0: 0.8, 1: 0.8}), 0.05) == INCONCLUSIVE
+
+
+def test_at_most_a_margin():
+    # Differences +0.5, +0.4, +0.6 points: mean 0.5, interval 0.5 +- 4.303 * 0.1 / sqrt(3) = [0.25, 0.75].
+    small = paired({0: 0.805, 1: 0.804, 2: 0.806}, {0: 0.8, 1: 0.8, 2: 0.8})
+    assert (small.ci_low, small.ci_high) == pytest.approx((0.00251586, 0.00748414), abs=1e-7)
+    assert at_most(small, 0.01) == HELD
+    assert at_most(small, 0.002) == CONTRADICTED
+    assert at_most(small, 0.005) == INCONCLUSIVE

@@ -112,3 +112,13 @@ def equivalence(comparison: Paired, margin: float) -> str:
     if comparison.ci_low > margin or comparison.ci_high < -margin:
         return CONTRADICTED
     return INCONCLUSIVE
+
+
+def at_most(comparison: Paired, margin: float) -> str:
+    """A claim of no real improvement ("no significant improvement"): held when the interval's upper end
+    is at most ``margin``, contradicted when its lower end is above it, else inconclusive."""
+    if comparison.ci_high <= margin:
+        return HELD
+    if comparison.ci_low > margin:
+        return CONTRADICTED
+    return INCONCLUSIVE
