@@ -167,6 +167,11 @@ def test_claims_are_paired_by_seed_on_fabricated_le_sweep(le_sweep: Path) -> Non
     assert "0.933" in ratio.detail and "0.778" in ratio.detail and "1 paired seed" in ratio.detail
     (comparison,) = ratio.comparisons
     assert comparison.result.n_seeds == 1 and comparison.result.effect == pytest.approx(0.8 / 0.9 - 0.7 / 0.9)
+    # NMI is 0.5 + seed / 10 everywhere: every ratio is 1, no difference at the one paired seed.
+    assert verdicts["le2019-ratio-nmi"].status == claims.INCONCLUSIVE
+    assert "p=0.4: triplet + random_semihard 1.000 vs triplet + fixed_semihard 1.000" in (
+        verdicts["le2019-ratio-nmi"].detail
+    )
     # 96 > 95 at p = 0 on every seed: the difference does not vary, so the interval is the point.
     assert verdicts["le2019-clean"].status == claims.HELD
     assert verdicts["bdml-50"].status == claims.NOT_EVALUATED
