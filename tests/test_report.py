@@ -707,3 +707,23 @@ def test_trimmed_loss_brings_no_significant_improvement(tmp_path: Path, gain: tu
     assert verdict.status == status
     (comparison,) = verdict.comparisons
     assert comparison.result.effect == pytest.approx(sum(gain) / 3)
+
+
+def test_eps_with_random_negatives_is_compared_with_all_triplets(tmp_path: Path) -> None:
+    # Levi et al.'s Table 1: "EPS + Triplet" (random negatives) against "Triplet" (miner=all), two seeds.
+    for miner, negatives, recall in (("easy_positive", "random", (0.50, 0.52)), ("all", None, (0.40, 0.43))):
+        for seed, value in enumerate(recall):
+            overrides = [f"miner={miner}", f"seed={seed}"]
+            config = {"name": "m", "seed": seed, "dataset": {"name": "digits"}, "noise": {"rate": 0.0}}
+            config["miner"] = {"negatives": negatives} if negatives else {}
+            write_run(
+                tmp_path / f"{miner}_{seed}",
+                overrides,
+                choices={"loss": "triplet", "miner": miner},
+                config=config,
+                metrics={"test/recall@1": value},
+            )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["levi2021-eps"]
+    (comparison,) = verdict.comparisons
+    assert "triplet + all 41.50" in comparison.text
+    assert comparison.result.effect == pytest.approx(0.095)

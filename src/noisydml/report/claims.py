@@ -653,6 +653,8 @@ _bdml_gap_over_blmnn = _bdml_check(("BLMNN",))(_bdml_gap_grows)
 
 # miner.negatives of easy_positive -> the miners that draw negatives by the same rule.
 EPS_BASELINES = {
+    # Random negatives (Levi et al.'s "Triplet" of Table 1): every triplet of the batch, miner=all.
+    "random": ("all",),
     "semihard": ("facenet_semihard", "random_semihard", "fixed_semihard"),
     "distance_weighted": ("distance_weighted",),
     "multi_similarity": ("multi_similarity",),
