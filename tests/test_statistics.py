@@ -53,9 +53,9 @@ def test_degenerate_cases():
     assert exact.verdict == HELD
 
 
-@pytest.mark.parametrize(("size", "seeds"), [(0.5, 34), (0.8, 15), (1.0, 10)])
+@pytest.mark.parametrize(("size", "seeds"), [(0.2, 199), (0.5, 34), (0.8, 15), (1.0, 10)])
 def test_seeds_needed_matches_the_published_paired_t_power_tables(size, seeds):
-    # G*Power's paired t-test, two-sided alpha 0.05, power 0.8: dz 0.5 -> 34, 0.8 -> 15, 1.0 -> 10.
+    # G*Power's paired t-test, two-sided alpha 0.05, power 0.8: dz 0.2 -> 199, 0.5 -> 34, 0.8 -> 15, 1 -> 10.
     assert seeds_for(size * 0.01, 0.01) == seeds
 
     # ... and by its definition: the power reached at n seeds and not at n - 1.

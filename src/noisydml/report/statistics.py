@@ -83,15 +83,25 @@ def seeds_for(effect: float, sd: float, power: float = POWER, confidence: float 
     if sd == 0:
         return 2
     size = abs(effect) / sd
-    for n in range(2, MAX_SEEDS + 1):
+
+    def reached(n: int) -> bool:
         critical = stats.t.ppf(0.5 + confidence / 2, n - 1)
         noncentrality = size * math.sqrt(n)
-        reached = stats.nct.sf(critical, n - 1, noncentrality) + stats.nct.cdf(
-            -critical, n - 1, noncentrality
-        )
-        if reached >= power:
-            return n
-    return None
+        chance = stats.nct.sf(critical, n - 1, noncentrality) + stats.nct.cdf(-critical, n - 1, noncentrality)
+        # scipy's noncentral t gives nan far out in its tail, where the power is all but 1.
+        return not chance < power
+
+    # The power grows with n: double until it is reached, then bisect between the last two.
+    high = 2
+    while not reached(high):
+        if high >= MAX_SEEDS:
+            return None
+        high = min(2 * high, MAX_SEEDS)
+    low = max(2, high // 2)
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if reached(middle) else (middle + 1, high)
+    return low
 
 
 def combine(verdicts: list[str]) -> str:
