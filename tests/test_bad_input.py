@@ -7,12 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
-from hydra.errors import InstantiationException
 from pytorch_metric_learning.losses import TripletMarginLoss
 
 from layouts import make_cub
+from noisydml.errors import BadInput
 from noisydml.train import train
 
 
@@ -23,32 +24,129 @@ def assert_nothing_trained(cfg) -> None:
     assert json.loads((run_dir / "results.json").read_text())["status"] == "failed"
 
 
+# Every bad input of the README's "Faults and bad input" table: the overrides (``{data}`` is a folder of
+# generated feature files, see ``data``) and the message, which names the key, the value and the fix.
+BAD_INPUTS = [
+    (["noise.rate=1.2"], r"noise.rate=1.2 is outside \[0, 1\); e.g. noise.rate=0.2"),
+    (["noise.rate=-0.1"], r"noise.rate=-0.1 is outside \[0, 1\)"),
+    (["noise.rate=abc"], r"noise.rate=abc is not a number; give one, e.g. noise.rate=0.2"),
+    (["noise.rate=0.95"], r"noise.rate=0.95: with 10 training classes .* use noise.rate < 0.900"),
+    (["noise=class_conditional", "noise.rates=[0.1,0.2]"], r"noise.rates has 2 entries .* 10 classes"),
+    (
+        ["+noise.rat=0.2"],
+        r"noise.rat=0.2 is not an option of noisydml.noise.UniformNoise .*did you mean noise.rate\?",
+    ),
+    (["seed=abc"], r"seed=abc is not an integer; give one, e.g. seed=0"),
+    (["seed=-1"], r"seed=-1 must be >= 0"),
+    (["optimizer.lr=-1"], r"optimizer.lr=-1 must be > 0; e.g. optimizer.lr=1e-3"),
+    (["optimizer.lr=0"], r"optimizer.lr=0 must be > 0"),
+    (["optimizer.weight_decay=-0.1"], r"optimizer.weight_decay=-0.1 must be >= 0"),
+    (["optimizer=sgd", "optimizer.momentum=1.5"], r"optimizer.momentum=1.5 is outside \[0, 1\)"),
+    (
+        ["+optimizer.lrr=0.1"],
+        r"optimizer.lrr=0.1 is not an option of torch.optim.Adam .*did you mean optimizer.lr\?",
+    ),
+    (["trainer.max_epochs=-1"], r"trainer.max_epochs=-1 must be >= 1 \(-1 would train forever\)"),
+    (["trainer.max_epochs=0"], r"trainer.max_epochs=0 must be >= 1"),
+    (["trainer.max_steps=0"], r"trainer.max_steps=0 must be -1 \(no limit\) or >= 1"),
+    (["trainer.log_every_n_steps=0"], r"trainer.log_every_n_steps=0 must be >= 1"),
+    (["trainer.check_val_every_n_epoch=0"], r"trainer.check_val_every_n_epoch=0 must be >= 1"),
+    (["trainer.precision=15"], r"trainer.precision=15 is not an option; use one of: 32-true"),
+    (["trainer.accelerator=quantum"], r"trainer.accelerator=quantum is not an option; use one of: auto, cpu"),
+    (["data.P=1"], r"data.P=1 must be >= 2"),
+    (["data.P=11"], r"data.P=11 .* 10 training classes"),
+    (["data.K=1"], r"data.K=1 must be >= 2"),
+    (["data.K=500"], r"data.K=500 is larger than every class"),
+    (["data.batches_per_epoch=0"], r"data.batches_per_epoch=0 must be >= 1"),
+    (
+        ["data.small_classes=maybe"],
+        r"data.small_classes=maybe is not an option; use one of: error, replace, drop",
+    ),
+    (["data.num_workers=-1"], r"data.num_workers=-1 must be >= 0"),
+    (["data.unlabeled_fraction=1.0"], r"data.unlabeled_fraction=1.0 is outside \[0, 1\)"),
+    (["dataset.test_fraction=0"], r"dataset.test_fraction=0 is outside \(0, 1\)"),
+    (["backbone.embedding_size=0"], r"backbone.embedding_size=0 must be >= 1"),
+    (
+        ["+backbone.trunk.hiden=[64]"],
+        r"backbone.trunk.hiden=\[64\] is not an option of noisydml.models.MLP .*hidden",
+    ),
+    (["loss.margin=-0.1"], r"loss.margin=-0.1 must be >= 0"),
+    (
+        ["+loss.margn=0.1"],
+        r"loss.margn=0.1 is not an option of .*TripletMarginLoss .*did you mean loss.margin\?",
+    ),
+    (["miner.margin=-1"], r"miner.margin=-1 must be >= 0"),
+    (["loss=proxy_anchor"], r"loss=proxy_anchor with miner=random_semihard fails .*: use miner=none"),
+    (["loss=bspml"], r"loss=bspml with miner=random_semihard fails .*: use miner=multi_similarity"),
+    (["module.train_samples=0"], r"module.train_samples=0 must be >= 1"),
+    (["module.loss_lr=0"], r"module.loss_lr=0 must be > 0"),
+    (
+        ["+module.save_embedding=true"],
+        r"module.save_embedding=True is not an option .*did you mean module.save_embeddings\?",
+    ),
+    (["cpu_threads=0"], r"cpu_threads=0 must be >= 1"),
+    (["callbacks.checkpoint.every_n_epochs=0"], r"callbacks.checkpoint.every_n_epochs=0 must be >= 1"),
+    (["resume=sometimes"], r"resume=sometimes is not an option; use one of: auto, never"),
+    (["resume_from=first"], r"resume_from=first is not an option; use one of: last, previous"),
+    (["dataset=cub", "paths.data_dir=/nonexistent"], r"cub: images.txt not found under dataset.root"),
+    (
+        ["dataset=features", "dataset.root={data}/nan", "backbone.trunk.in_features=8"],
+        r"features.npz has 2 rows of NaN or infinite features \(rows 3, 7\); fix or drop them",
+    ),
+    (
+        ["dataset=features", "dataset.root={data}/corrupt"],
+        r"corrupt/features.npz cannot be read as an .npz file .*; write it again with np.savez",
+    ),
+    (
+        ["dataset=features", "data.P=4", "data.K=2", "dataset.root={data}/good"],
+        r"backbone=mlp cannot take the data's inputs of shape \(8,\) .*backbone.trunk.in_features",
+    ),
+]
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    """Feature files of 8-d rows, 4 classes x 6: good, with two NaN rows, and cut short."""
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(24, 8)).astype(np.float32)
+    labels, split = (
+        np.repeat(np.arange(4), 6),
+        np.tile(["train", "train", "train", "test", "test", "test"], 4),
+    )
+    for name in ("good", "nan", "corrupt"):
+        (tmp_path / "features" / name).mkdir(parents=True)
+    np.savez(tmp_path / "features" / "good" / "features.npz", features=features, labels=labels, split=split)
+    features[[3, 7]] = np.nan
+    np.savez(tmp_path / "features" / "nan" / "features.npz", features=features, labels=labels, split=split)
+    good = (tmp_path / "features" / "good" / "features.npz").read_bytes()
+    (tmp_path / "features" / "corrupt" / "features.npz").write_bytes(good[: len(good) // 2])
+    return tmp_path / "features"
+
+
 @pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        (["noise.rate=1.2"], r"noise.rate=1.2 is outside \[0, 1\)"),
-        (["noise.rate=-0.1"], r"noise.rate=-0.1 is outside \[0, 1\)"),
-        (["noise=class_conditional", "noise.rates=[0.1,0.2]"], r"noise.rates has 2 entries .* 10 classes"),
-        (["data.P=11"], r"data.P=11 .* 10 training classes"),
-        (["data.K=500"], r"data.K=500 is larger than every class"),
-        (["backbone.embedding_size=0"], r"backbone.embedding_size=0 must be >= 1"),
-        (["module.train_samples=0"], r"module.train_samples=0 must be >= 1"),
-        (["dataset=cub", "paths.data_dir=/nonexistent"], r"cub: images.txt not found under dataset.root"),
-    ],
+    ("overrides", "message"), BAD_INPUTS, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
 )
-def test_bad_values_fail_before_training(compose_config, overrides, message):
-    cfg = compose_config(*overrides)
-    # Hydra wraps a constructor's error in an InstantiationException that repeats its message.
-    with pytest.raises((ValueError, FileNotFoundError, InstantiationException), match=message):
+def test_bad_input_is_refused_before_training_with_key_value_and_fix(
+    compose_config, data, overrides, message
+):
+    cfg = compose_config(*(o.replace("{data}", str(data)) for o in overrides))
+    with pytest.raises(BadInput, match=message):
         train(cfg)
     assert_nothing_trained(cfg)
+
+
+def test_the_bad_input_table_has_at_least_30_rows_and_the_readme_lists_each():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert len(BAD_INPUTS) >= 30
+    for overrides, _ in BAD_INPUTS:
+        assert f"`{overrides[-1].replace('{data}', '<data>')}`" in readme, overrides
 
 
 def test_a_layout_missing_a_file_names_it_and_the_layout(compose_config, tmp_path):
     root = make_cub(tmp_path / "data")
     (root / "image_class_labels.txt").unlink()
     cfg = compose_config("dataset=cub", f"paths.data_dir={tmp_path / 'data'}")
-    with pytest.raises(FileNotFoundError, match=r"image_class_labels.txt not found[\s\S]*Expected layout"):
+    with pytest.raises(BadInput, match=r"image_class_labels.txt not found[\s\S]*Expected layout"):
         train(cfg)
     assert_nothing_trained(cfg)
 
@@ -58,18 +156,19 @@ def test_an_unreadable_image_is_named_before_training(compose_config, tmp_path):
     broken = sorted((root / "images").rglob("*.jpg"))[0]
     broken.write_bytes(b"not a jpeg")
     cfg = compose_config("dataset=cub", f"paths.data_dir={tmp_path / 'data'}")
-    with pytest.raises(OSError, match=rf"cannot read image {broken}.*dataset.skip_unreadable=true"):
+    with pytest.raises(BadInput, match=rf"cannot read image {broken}.*dataset.skip_unreadable=true"):
         train(cfg)
     assert_nothing_trained(cfg)
 
 
 class NaNAfter(TripletMarginLoss):
-    """The triplet loss until step 2 of training, then NaN: a run that diverges."""
+    """The triplet loss until step 2 of training, then NaN: a run that diverges. Training steps are
+    counted (the pre-flight batch runs without gradients)."""
 
     calls = 0
 
     def forward(self, *args, **kwargs):
-        NaNAfter.calls += 1
+        NaNAfter.calls += torch.is_grad_enabled()
         loss = super().forward(*args, **kwargs)
         return loss * torch.nan if NaNAfter.calls > 4 else loss
 

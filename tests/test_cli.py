@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,3 +21,48 @@ def test_cfg_job_prints_the_composed_config(tmp_path):
     out = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "rate: 0.4" in out.stdout
+
+
+def test_a_user_error_is_one_line_without_a_traceback_which_goes_to_the_runs_error_log(tmp_path):
+    run_dir = tmp_path / "run"
+    out = subprocess.run(
+        [NOISYDML, "optimizer.lr=-1", "logger=csv", f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 1
+    assert "optimizer.lr=-1 must be > 0; e.g. optimizer.lr=1e-3" in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 4
+    assert "Traceback" in (run_dir / "error.log").read_text()
+
+    full = subprocess.run(
+        [NOISYDML, "optimizer.lr=-1", "logger=csv", f"hydra.run.dir={tmp_path / 'full'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HYDRA_FULL_ERROR": "1"},
+    )
+    assert "Traceback" in full.stderr and "optimizer.lr=-1 must be > 0" in full.stderr
+
+
+def test_resume_of_a_folder_that_holds_no_run_says_so(tmp_path):
+    out = subprocess.run([NOISYDML, f"resume={tmp_path}"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert f"resume={tmp_path}: no run directory there" in out.stderr
+
+
+def test_a_sweep_says_which_jobs_failed_and_why(tmp_path):
+    sweep = tmp_path / "sweep"
+    command = [NOISYDML, "-m", "noise.rate=0.2,1.2", "logger=csv", f"hydra.sweep.dir={sweep}"]
+    out = subprocess.run(
+        [*command, "trainer.max_epochs=1"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 1
+    assert "job 0 (noise.rate=0.2 logger=csv trainer.max_epochs=1): finished" in out.stdout
+    failed = (
+        "job 1 (noise.rate=1.2 logger=csv trainer.max_epochs=1): failed: noise.rate=1.2 is outside [0, 1)"
+    )
+    assert failed in out.stdout and "error.log" in out.stdout

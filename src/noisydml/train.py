@@ -14,6 +14,7 @@ import traceback
 import pytorch_lightning as pl
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
@@ -23,7 +24,9 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 from noisydml import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.checkpointing import resume_checkpoint
 from noisydml.csv_logger import keep_rows_before
+from noisydml.errors import BadInput
 from noisydml.module import EmbeddingModule
+from noisydml.preflight import check_config, check_noise, check_one_batch, check_output_dir
 from noisydml.progress import EpochLine, wants_progress_bar
 from noisydml.quiet import quiet_wandb, silence_known_noise
 from noisydml.results import config_differences, format_metrics, versions
@@ -59,30 +62,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
 def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[str, float]:
     started = time.perf_counter()
-    checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
-    choose_wandb_mode()
-    quiet_wandb()
-    if cfg.cpu_threads is not None:
-        torch.set_num_threads(cfg.cpu_threads)
-    pl.seed_everything(cfg.seed, workers=True)
-
-    # Built objects are passed after instantiation: Hydra would turn a dataclass argument back into config.
-    datamodule = instantiate(cfg.data, _partial_=True)(
-        dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
-    )
-    # Reads the data and draws the noisy labels now, so bad input fails before any training.
-    datamodule.setup("fit")
-    model = EmbeddingModule(
-        backbone=instantiate(cfg.backbone),
-        loss=instantiate(cfg.loss),
-        miner=instantiate(cfg.miner),
-        optimizer=instantiate(cfg.optimizer),
-        metrics=instantiate(cfg.metrics),
-        scheduler=instantiate(cfg.scheduler),
-        query_mask=datamodule.query_mask,
-        seed=cfg.seed,
-        **cfg.module,
-    )
+    try:
+        checkpoint, datamodule, model = _preflight(cfg, run, record["choices"])
+    except BadInput:
+        raise
+    except Exception as error:
+        # Anything that stops a run before its first step is the input's: one line, the traceback in
+        # error.log (HYDRA_FULL_ERROR=1 prints it too).
+        raise BadInput(_message(error)) from error
     if rank_zero_only.rank == 0:
         # The history of a resumed run continues after its checkpoint; a run started over has none.
         keep_rows_before(run.metrics_csv, _global_step(checkpoint))
@@ -139,6 +126,40 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
     return metrics
 
 
+def _preflight(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> tuple:
+    """Check and build everything training needs (:mod:`noisydml.preflight`): the checkpoint to resume
+    from, the data module with its noisy labels drawn, and the model, which has passed one batch."""
+    check_config(cfg)
+    check_output_dir(run.path)
+    checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
+    choose_wandb_mode()
+    quiet_wandb()
+    if cfg.cpu_threads is not None:
+        torch.set_num_threads(cfg.cpu_threads)
+    pl.seed_everything(cfg.seed, workers=True)
+
+    # Built objects are passed after instantiation: Hydra would turn a dataclass argument back into config.
+    datamodule = instantiate(cfg.data, _partial_=True)(
+        dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
+    )
+    # Reads the data and draws the noisy labels now, so bad input fails before any training.
+    datamodule.setup("fit")
+    check_noise(cfg, datamodule.num_train_classes)
+    model = EmbeddingModule(
+        backbone=instantiate(cfg.backbone),
+        loss=instantiate(cfg.loss),
+        miner=instantiate(cfg.miner),
+        optimizer=instantiate(cfg.optimizer),
+        metrics=instantiate(cfg.metrics),
+        scheduler=instantiate(cfg.scheduler),
+        query_mask=datamodule.query_mask,
+        seed=cfg.seed,
+        **cfg.module,
+    )
+    check_one_batch(model, datamodule, choices)
+    return checkpoint, datamodule, model
+
+
 def group_choices() -> dict[str, str]:
     """The option chosen in each config group (``loss: triplet``, ``method: le2019/...``); none when the
     config was composed without Hydra's runtime record."""
@@ -174,13 +195,17 @@ def _record_end(run: RunDir, record: dict, status: str, error: BaseException) ->
 
 
 def _message(error: BaseException) -> str:
-    """The message a user reads: Hydra's wrapper around a constructor's error says only where it came from."""
+    """The message a user reads: Hydra's wrapper around a constructor's error says only where it came from;
+    the type is named where the message alone does not say what went wrong."""
     if isinstance(error, SIGTERMException):
         return "SIGTERM: preempted, cancelled or out of time"
     if isinstance(error, (KeyboardInterrupt, SystemExit)):
         return "Ctrl-C"
-    cause = error.__cause__ if type(error).__name__ == "InstantiationException" and error.__cause__ else error
-    return str(cause) or type(cause).__name__
+    if isinstance(error, InstantiationException) and error.__cause__ is not None:
+        error = error.__cause__
+    if isinstance(error, (ValueError, OSError, FloatingPointError)) and str(error):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
 
 
 def _global_step(checkpoint) -> int:

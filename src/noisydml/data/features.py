@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,14 @@ class PrecomputedFeatures:
         path = self.root / self.file
         if not path.is_file():
             raise DatasetLayoutError(self.name, self.root, self.file, self.layout)
-        with np.load(path) as npz:
+        try:
+            npz = np.load(path)
+        except (OSError, ValueError, zipfile.BadZipFile) as error:
+            raise ValueError(
+                f"{self.name}: {path} cannot be read as an .npz file ({error}); write it again with "
+                f"np.savez({self.file!r}, features=..., labels=..., split=...)"
+            ) from error
+        with npz:
             for key in KEYS:
                 if key not in npz:
                     raise KeyError(
@@ -45,6 +53,12 @@ class PrecomputedFeatures:
             raise ValueError(
                 f"{self.name}: {path} holds features of shape {features.shape}, {len(labels)} labels and "
                 f"{len(split)} split entries; expected N x D features and N of each."
+            )
+        bad = np.flatnonzero(~np.isfinite(features).all(axis=1))
+        if len(bad):
+            raise ValueError(
+                f"{self.name}: {path} has {len(bad)} rows of NaN or infinite features (rows "
+                f"{', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''}); fix or drop them"
             )
         train = self.train_mask(split, path)
         features = features.astype(np.float32)

@@ -1,0 +1,290 @@
+"""Pre-flight: everything that can be checked before the first training step, refused with the key, the
+value and the fix (:class:`noisydml.errors.BadInput`).
+
+1. :func:`check_config`, on the composed config before anything is built: every key a user types
+   against its type and range (:data:`RULES`, :data:`CHOICES`), and every key of a ``_target_`` node
+   against the parameters of the class it builds (a typo such as ``+noise.rat=0.2``).
+2. :func:`check_output_dir`: the run directory can be written.
+3. :func:`check_one_batch`, once data and model are built: one batch through backbone, miner and loss
+   (shape mismatches, NaN inputs, a loss that cannot take its miner's tuples), without changing what
+   training then draws or learns.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import math
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import get_object
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import default_collate
+
+from noisydml.errors import BadInput
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``key`` must be a ``kind`` (int, or float which takes ints too) in ``[low, high)`` (``low`` open
+    when ``open_low``); ``optional``: null is allowed; ``example`` completes the fix."""
+
+    key: str
+    kind: type
+    low: float = -INF
+    high: float = INF
+    open_low: bool = False
+    optional: bool = False
+    example: str = ""
+
+
+RULES = (
+    Rule("seed", int, 0, example="seed=0"),
+    Rule("cpu_threads", int, 1, optional=True, example="cpu_threads=1"),
+    Rule("trainer.max_epochs", int, 1, example="trainer.max_epochs=20"),
+    Rule(
+        "trainer.check_val_every_n_epoch", int, 1, optional=True, example="trainer.check_val_every_n_epoch=5"
+    ),
+    Rule("trainer.log_every_n_steps", int, 1, example="trainer.log_every_n_steps=10"),
+    Rule("trainer.num_nodes", int, 1, example="trainer.num_nodes=1"),
+    Rule("optimizer.lr", float, 0, open_low=True, example="optimizer.lr=1e-3"),
+    Rule("optimizer.weight_decay", float, 0, optional=True, example="optimizer.weight_decay=0"),
+    Rule("optimizer.momentum", float, 0, 1, optional=True, example="optimizer.momentum=0.9"),
+    Rule("noise.rate", float, 0, 1, example="noise.rate=0.2"),
+    Rule("data.P", int, 2, example="data.P=10"),
+    Rule("data.K", int, 2, example="data.K=6"),
+    Rule("data.batches_per_epoch", int, 1, optional=True, example="data.batches_per_epoch=100"),
+    Rule("data.eval_batch_size", int, 1, example="data.eval_batch_size=512"),
+    Rule("data.num_workers", int, 0, example="data.num_workers=4"),
+    Rule("data.unlabeled_fraction", float, 0, 1, example="data.unlabeled_fraction=0.5"),
+    Rule("backbone.embedding_size", int, 1, example="backbone.embedding_size=128"),
+    Rule("module.train_samples", int, 1, example="module.train_samples=1"),
+    Rule("module.loss_lr", float, 0, open_low=True, optional=True, example="module.loss_lr=1e-2"),
+    Rule("module.knn_accuracy_k", int, 1, optional=True, example="module.knn_accuracy_k=5"),
+    Rule("loss.margin", float, 0, optional=True, example="loss.margin=0.2"),
+    Rule("miner.margin", float, 0, optional=True, example="miner.margin=0.2"),
+    Rule("dataset.test_fraction", float, 0, 1, open_low=True, example="dataset.test_fraction=0.3"),
+    Rule("callbacks.checkpoint.every_n_epochs", int, 1, optional=True, example="every_n_epochs=1"),
+    Rule(
+        "callbacks.checkpoint.every_n_train_steps", int, 1, optional=True, example="every_n_train_steps=500"
+    ),
+)
+
+CHOICES = {
+    "resume": ("auto", "never"),
+    "resume_from": ("last", "previous"),
+    "data.small_classes": ("error", "replace", "drop"),
+    "trainer.accelerator": ("auto", "cpu", "gpu", "cuda", "mps", "tpu"),
+    "trainer.precision": ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true"),
+}
+
+# Packages whose classes pass **kwargs on to their base class, so the bases' parameters are the options.
+FORWARDS_KWARGS = ("pytorch_metric_learning", "noisydml")
+
+# A noise rate at which most observed labels are wrong: allowed, and said.
+HIGH_NOISE = 0.5
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Refuse the first bad key of the composed config, before anything is built."""
+    for rule in RULES:
+        found, value = _select(cfg, rule.key)
+        if found:
+            _check_rule(rule, value)
+    for key, options in CHOICES.items():
+        found, value = _select(cfg, key)
+        if found and str(value) not in options:
+            raise BadInput(f"{key}={value} is not an option; use one of: {', '.join(options)}")
+    max_steps = OmegaConf.select(cfg, "trainer.max_steps", default=-1)
+    if max_steps is not None and not (isinstance(max_steps, int) and (max_steps == -1 or max_steps >= 1)):
+        raise BadInput(
+            f"trainer.max_steps={max_steps} must be -1 (no limit) or >= 1; e.g. trainer.max_steps=1000"
+        )
+    _check_options(cfg)
+
+
+def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
+    missing = object()
+    value = OmegaConf.select(cfg, key, default=missing)
+    return value is not missing, value
+
+
+def _check_rule(rule: Rule, value: Any) -> None:
+    if value is None:
+        if rule.optional:
+            return
+        raise BadInput(f"{rule.key}=null needs a value, e.g. {rule.example}")
+    kinds = (int,) if rule.kind is int else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        what = "an integer" if rule.kind is int else "a number"
+        raise BadInput(f"{rule.key}={value} is not {what}; give one, e.g. {rule.example}")
+    below = value <= rule.low if rule.open_low else value < rule.low
+    if below or value >= rule.high or math.isnan(value):
+        if rule.high == INF:
+            bound = f"must be {'>' if rule.open_low else '>='} {rule.low:g}"
+        else:
+            bound = f"is outside {'(' if rule.open_low else '['}{rule.low:g}, {rule.high:g})"
+        forever = " (-1 would train forever)" if rule.key == "trainer.max_epochs" and value == -1 else ""
+        raise BadInput(f"{rule.key}={value} {bound}{forever}; e.g. {rule.example}")
+
+
+def _check_options(cfg: DictConfig) -> None:
+    """Every key of a node that builds an object is a parameter of its class (a typo is named with the
+    key it is closest to). The module's keys are checked against the LightningModule."""
+    from noisydml.module import EmbeddingModule
+
+    _check_keys("module", cfg.get("module") or {}, EmbeddingModule, "noisydml.module.EmbeddingModule")
+    for path, node in _target_nodes(cfg, ""):
+        try:
+            target = get_object(node["_target_"])
+        except Exception as error:
+            raise BadInput(
+                f"{path}._target_={node['_target_']} cannot be imported ({error}); check the class path"
+            ) from error
+        _check_keys(path, node, target, node["_target_"])
+
+
+def _target_nodes(node: Any, path: str):
+    if isinstance(node, DictConfig):
+        if isinstance(node.get("_target_", None), str):
+            yield path, node
+        for key in node:
+            yield from _target_nodes(node[key], f"{path}.{key}" if path else str(key))
+
+
+def _check_keys(path: str, node: Any, target: Any, name: str) -> None:
+    accepted = _parameters(target)
+    if accepted is None:
+        return
+    for key in node:
+        if str(key).startswith("_") or key in accepted:
+            continue
+        close = difflib.get_close_matches(str(key), sorted(accepted), n=1)
+        hint = f"; did you mean {path}.{close[0]}?" if close else ""
+        raise BadInput(
+            f"{path}.{key}={node[key]} is not an option of {name} (its options: "
+            f"{', '.join(sorted(accepted))}){hint}"
+        )
+
+
+def _parameters(target: Any) -> set[str] | None:
+    """The keyword arguments ``target`` takes, following ``**kwargs`` up a class's bases where they are
+    passed on (:data:`FORWARDS_KWARGS`); None when it takes any."""
+    if not inspect.isclass(target):
+        try:
+            signature = inspect.signature(target)
+        except (TypeError, ValueError):
+            return None
+        if any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
+            return None
+        return {p.name for p in signature.parameters.values() if p.kind is not p.VAR_POSITIONAL}
+    names: set[str] = set()
+    for klass in target.__mro__:
+        if klass in (object, torch.nn.Module):
+            return names
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            parameters = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        names |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)} - {"self"}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            return names
+        if klass.__module__.split(".")[0] not in FORWARDS_KWARGS:
+            # Its **kwargs may go anywhere (WandbLogger's to wandb.init): any key may be right.
+            return None
+    return names
+
+
+def check_output_dir(path: Path) -> None:
+    """The run directory can be created and written (a read-only or full file system fails here)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise BadInput(
+            f"paths.output_dir={path} cannot be written ({error.strerror}); choose a writable folder with "
+            "hydra.run.dir=... (or hydra.sweep.dir=...)"
+        ) from error
+
+
+def check_noise(cfg: DictConfig, num_classes: int) -> None:
+    """A uniform noise rate at which the true class is no longer the most frequent label of its samples
+    (each other class gets rate / (C - 1)) teaches the wrong classes: refused. Above one half it is allowed,
+    and said."""
+    rate = OmegaConf.select(cfg, "noise.rate", default=None)
+    if not isinstance(rate, (int, float)) or num_classes < 2:
+        return
+    limit = (num_classes - 1) / num_classes
+    if rate >= limit:
+        raise BadInput(
+            f"noise.rate={rate}: with {num_classes} training classes a flipped label lands on each other "
+            f"class with probability {rate / (num_classes - 1):.3f} > {1 - rate:.3f}, the true class's, so "
+            f"the labels teach the wrong classes; use noise.rate < {limit:.3f}"
+        )
+    if rate > HIGH_NOISE:
+        warnings.warn(f"noise.rate={rate}: most training labels are wrong", stacklevel=2)
+
+
+def check_one_batch(model: torch.nn.Module, datamodule: Any, choices: dict[str, str]) -> None:
+    """One batch of K samples of P classes through backbone, miner and loss, in eval mode and without
+    gradients; the random generators are restored afterwards, so training draws what it would have."""
+    labels = datamodule.train_set.labels
+    positions = [
+        p
+        for c in sorted(set(labels.tolist()))[: datamodule.P]
+        for p in (labels == c).nonzero()[0][: datamodule.K]
+    ]
+    x, y, indices = default_collate([datamodule.train_set[int(p)] for p in positions])
+    if torch.is_floating_point(x) and not torch.isfinite(x).all():
+        bad = indices[~torch.isfinite(x.flatten(1)).all(1)].tolist()
+        raise BadInput(
+            f"dataset={choices.get('dataset', '?')}: training samples {bad[:5]} hold NaN or infinite values; "
+            "fix or drop them in the data (a NaN input makes the loss NaN)"
+        )
+    with torch.random.fork_rng(), torch.no_grad():
+        training = model.training
+        model.eval()
+        try:
+            _forward(model, datamodule, x, y, indices, choices)
+        finally:
+            model.train(training)
+
+
+def _forward(model, datamodule, x, y, indices, choices: dict[str, str]) -> None:
+    backbone, loss, miner = (choices.get(k, "?") for k in ("backbone", "loss", "miner"))
+    try:
+        embeddings = model(x)
+    except RuntimeError as error:
+        raise BadInput(
+            f"backbone={backbone} cannot take the data's inputs of shape {tuple(x.shape[1:])} "
+            f"({str(error).splitlines()[0]}); choose a backbone for this data set or set its input size "
+            "(e.g. backbone.trunk.in_features)"
+        ) from error
+    if not torch.isfinite(embeddings).all():
+        raise BadInput(
+            f"backbone={backbone} gives NaN or infinite embeddings on the first batch; check the data"
+        )
+    model.hooks.setup(datamodule.training_set())
+    model.hooks.begin_batch(indices)
+    tuples = model.miner(embeddings, y) if model.miner is not None else None
+    try:
+        value = model.loss(embeddings, y, tuples)
+    except Exception as error:
+        raise BadInput(
+            f"loss={loss} with miner={miner} fails on the first batch: {str(error).splitlines()[0]}"
+        ) from error
+    if not torch.isfinite(value):
+        raise BadInput(
+            f"loss={loss} is {value.item()} on the first batch; check the data and the loss's keys"
+        )
