@@ -268,8 +268,8 @@ def _expected_or_warn(sweep: Path, multirun: dict) -> list[dict[str, Any]]:
 
 def _never_run(base: dict, base_choices: dict, job: dict[str, Any]) -> tuple[dict, dict[str, Any]]:
     """What can be known of a job that never ran: the sweep's base config and group options, with the
-    job's own group overrides. A ``method`` override is read from ``conf/method/<option>.yaml`` (its
-    loss, miner and ``report.method``); without that file its loss and miner stay unknown."""
+    job's own group overrides. A ``method`` override is composed (:func:`method_config`: its loss, miner
+    and ``report.method``); without such a method its loss and miner stay unknown."""
     choices = {k: v for k, v in base_choices.items() if not k.startswith("hydra/")}
     choices.update({k: v for k, v in job.items() if k in choices})
     if "method" not in job or job["method"] == base_choices.get("method"):
@@ -301,20 +301,36 @@ def with_choices(config: Any, choices: dict[str, Any]) -> Any:
 
 
 def method_config(option: str) -> tuple[dict[str, str], str | None]:
-    """The groups ``conf/method/<option>.yaml`` overrides (``- override /loss: triplet``) and its
-    ``report.method``, read from the project's conf/ folder; nothing when the file is not there."""
-    path = CONFIG_DIR / "method" / f"{option}.yaml"
-    if not path.is_file():
+    """The groups ``method=<option>`` sets (``loss: triplet``, ...) and its ``report.method``, composed
+    from the project's conf/ folder with Hydra's compose API; nothing when there is no such method."""
+    from hydra.errors import HydraException
+
+    try:
+        plain, chosen = _composed_choices(None), _composed_choices(option)
+    except HydraException:
         return {}, None
-    node = _read_yaml(path) or {}
-    groups = {}
-    for entry in node.get("defaults") or []:
-        if isinstance(entry, dict):
-            for key, value in entry.items():
-                group = str(key).removeprefix("override").strip().lstrip("/")
-                if group and "@" not in group and isinstance(value, str):
-                    groups[group] = value
-    return groups, lookup(node, "report.method")
+    # Its loss and miner always (a method names both), and any other group it changes.
+    groups = {
+        group: value
+        for group, value in chosen[0].items()
+        if group in ("loss", "miner") or (group != "method" and plain[0].get(group) != value)
+    }
+    return groups, chosen[1]
+
+
+@functools.cache
+def _composed_choices(method: str | None) -> tuple[dict[str, Any], str | None]:
+    """The group choices and ``report.method`` of the project's config, with ``method=<method>``."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    overrides = [f"method={method}"] if method else []
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
+    return choices, cfg.report.method
 
 
 def read_run(run_dir: Path, sweep: Path | None = None) -> Run:
