@@ -1,0 +1,126 @@
+"""``noisydml-check-data``: check a data set's folder against its published layout and image counts, and
+list missing or unreadable images, on a login node before a GPU job is spent finding out.
+
+    noisydml-check-data cub                          # under paths.data_dir (NOISYDML_DATA_DIR, conf/local/)
+    noisydml-check-data sop paths.data_dir=/datasets # any override of the run's config
+    noisydml-check-data inshop dataset.root=/scratch/InShop
+
+The data set is composed and read exactly as a run reads it (``dataset=<name>`` plus the overrides), so
+a folder this command passes is one a run can train on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from PIL import Image
+
+from noisydml import CONFIG_DIR
+from noisydml.data.unreadable import PIL_ERRORS
+
+# The image counts of each published split (the zero-shot splits of the metric-learning literature;
+# Oxford-102: every image, as the split is by class).
+PUBLISHED: dict[str, dict[str, int]] = {
+    "cub": {"train": 5864, "test": 5924},
+    "cars196": {"train": 8054, "test": 8131},
+    "sop": {"train": 59551, "test": 60502},
+    "inshop": {"train": 25882, "query": 14218, "gallery": 12612},
+    "flowers102": {"images": 8189},
+}
+
+
+@dataclass
+class Check:
+    """What a data set's folder holds against what was published."""
+
+    dataset: str
+    root: str
+    counts: dict[str, int]
+    missing: list[str] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def mismatched(self) -> dict[str, tuple[int, int]]:
+        """``split: (found, published)`` where the two differ."""
+        published = PUBLISHED[self.dataset]
+        return {k: (self.counts.get(k, 0), v) for k, v in published.items() if self.counts.get(k, 0) != v}
+
+    @property
+    def ok(self) -> bool:
+        return not (self.mismatched or self.missing or self.unreadable)
+
+    def text(self, listed: int = 20) -> str:
+        published = PUBLISHED[self.dataset]
+        lines = [f"{self.dataset} at {self.root}:"]
+        for split, expected in published.items():
+            found = self.counts.get(split, 0)
+            verdict = "ok" if found == expected else f"published {expected:,}"
+            lines.append(f"  {split}: {found:,} images ({verdict})")
+        for title, items in (
+            ("missing", self.missing),
+            ("unreadable", [f"{path} ({why})" for path, why in self.unreadable]),
+        ):
+            if items:
+                lines.append(f"  {len(items):,} {title}:")
+                lines += [f"    {item}" for item in items[:listed]]
+                if len(items) > listed:
+                    lines.append(f"    ... and {len(items) - listed:,} more")
+        lines.append("  ready to train" if self.ok else "  NOT as published: see above")
+        return "\n".join(lines)
+
+
+def check(dataset: str, overrides: Sequence[str] = ()) -> Check:
+    """Read ``dataset`` as a run would, count its splits and open every image's header."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.utils import instantiate
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"dataset={dataset}", *overrides])
+    layout = instantiate(cfg.dataset)
+    splits = layout.splits()
+    test = len(splits.test)
+    if dataset == "inshop":
+        queries = int(splits.query_mask.sum())
+        counts = {"train": len(splits.train), "query": queries, "gallery": test - queries}
+    elif "images" in PUBLISHED[dataset]:
+        counts = {"images": len(splits.train) + test}
+    else:
+        counts = {"train": len(splits.train), "test": test}
+    result = Check(dataset, str(layout.root), counts)
+    for path in [*splits.train.paths, *splits.test.paths]:
+        try:
+            with Image.open(path) as image:
+                image.verify()
+        except FileNotFoundError:
+            result.missing.append(path)
+        except PIL_ERRORS as error:
+            result.unreadable.append((path, str(error) or type(error).__name__))
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="noisydml-check-data",
+        description="Check a data set's folder against its published layout and image counts.",
+        epilog="Exit status 0: the folder is as published; 1: it is not (the output says how).",
+    )
+    parser.add_argument("dataset", choices=sorted(PUBLISHED), help="the dataset= option a run would use")
+    parser.add_argument("overrides", nargs="*", help="config overrides, e.g. paths.data_dir=/datasets")
+    args = parser.parse_args(argv)
+    try:
+        result = check(args.dataset, args.overrides)
+    except (OSError, ValueError, KeyError) as error:
+        # A layout file missing or malformed: the message names it and the layout expected.
+        print(f"{args.dataset}: {error}", file=sys.stderr)
+        return 1
+    print(result.text())
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

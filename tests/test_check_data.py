@@ -1,0 +1,49 @@
+"""noisydml-check-data on generated layouts: counts against the published ones, missing and unreadable
+images listed, a missing layout file named."""
+
+from __future__ import annotations
+
+import pytest
+
+import layouts
+from noisydml.data.check import PUBLISHED, check, main
+
+# Each generator with 4 classes (items) x 3 images: how the data set's split divides the 12 images.
+GENERATED = {
+    "cub": (layouts.make_cub, {"train": 6, "test": 6}),
+    "cars196": (layouts.make_cars, {"train": 6, "test": 6}),
+    "sop": (layouts.make_sop, {"train": 6, "test": 6}),
+    "inshop": (layouts.make_inshop, {"train": 6, "query": 2, "gallery": 4}),
+    "flowers102": (layouts.make_flowers, {"images": 12}),
+}
+
+
+@pytest.mark.parametrize("dataset", sorted(GENERATED))
+def test_each_layout_is_counted_by_its_published_splits(tmp_path, dataset):
+    make, counts = GENERATED[dataset]
+    make(tmp_path)
+    result = check(dataset, [f"paths.data_dir={tmp_path}"])
+    assert result.counts == counts and set(counts) == set(PUBLISHED[dataset])
+    # A generated folder is no published data set: every count differs, and the output says so.
+    assert not result.ok and set(result.mismatched) == set(counts)
+    assert "NOT as published" in result.text()
+
+
+def test_missing_and_unreadable_images_are_listed_and_the_exit_status_is_1(tmp_path, capsys):
+    root = layouts.make_cub(tmp_path)
+    images = sorted((root / "images").rglob("*.jpg"))
+    images[0].unlink()
+    images[1].write_bytes(b"not a jpeg")
+    assert main(["cub", f"paths.data_dir={tmp_path}"]) == 1
+    out = capsys.readouterr().out
+    assert "train: 6 images (published 5,864)" in out and "test: 6 images (published 5,924)" in out
+    assert f"1 missing:\n    {images[0]}" in out
+    assert f"1 unreadable:\n    {images[1]} (" in out
+
+
+def test_a_missing_layout_file_is_named_with_the_layout(tmp_path, capsys):
+    root = layouts.make_cars(tmp_path)
+    (root / "cars_annos.mat").unlink()
+    assert main(["cars196", f"paths.data_dir={tmp_path}"]) == 1
+    err = capsys.readouterr().err
+    assert "cars_annos.mat not found under dataset.root" in err and "Expected layout" in err
