@@ -62,6 +62,8 @@ BAD_INPUTS = [
         ["data.small_classes=maybe"],
         r"data.small_classes=maybe is not an option; use one of: error, replace, drop",
     ),
+    (["data.val_fraction=1.5"], r"data.val_fraction=1.5 is outside \[0, 1\)"),
+    (["data.val_split=random"], r"data.val_split='random' is not one of"),
     (["data.num_workers=-1"], r"data.num_workers=-1 must be >= 0"),
     (["data.unlabeled_fraction=1.0"], r"data.unlabeled_fraction=1.0 is outside \[0, 1\)"),
     (["dataset.test_fraction=0"], r"dataset.test_fraction=0 is outside \(0, 1\)"),
@@ -81,8 +83,13 @@ BAD_INPUTS = [
     (["module.train_samples=0"], r"module.train_samples=0 must be >= 1"),
     (["module.loss_lr=0"], r"module.loss_lr=0 must be > 0"),
     (
-        ["+module.save_embedding=true"],
-        r"module.save_embedding=True is not an option .*did you mean module.save_embeddings\?",
+        ["+module.train_sample=2"],
+        r"module.train_sample=2 is not an option .*did you mean module.train_samples\?",
+    ),
+    (["metrics.knn_accuracy_k=0"], r"metrics.knn_accuracy_k=0 must be >= 1"),
+    (
+        ["+metrics.recal_ks=[1]"],
+        r"metrics.recal_ks=\[1\] is not an option of .*Evaluator .*did you mean metrics.recall_ks\?",
     ),
     (["cpu_threads=0"], r"cpu_threads=0 must be >= 1"),
     (["callbacks.checkpoint.every_n_epochs=0"], r"callbacks.checkpoint.every_n_epochs=0 must be >= 1"),
@@ -98,7 +105,7 @@ BAD_INPUTS = [
         r"corrupt/features.npz cannot be read as an .npz file .*; write it again with np.savez",
     ),
     (
-        ["dataset=features", "data.P=4", "data.K=2", "dataset.root={data}/good"],
+        ["dataset=features", "data.P=4", "data.K=2", "data.val_fraction=0", "dataset.root={data}/good"],
         r"backbone=mlp cannot take the data's inputs of shape \(8,\) .*backbone.trunk.in_features",
     ),
 ]

@@ -67,7 +67,7 @@ RULES = (
     Rule("backbone.embedding_size", int, 1, example="backbone.embedding_size=128"),
     Rule("module.train_samples", int, 1, example="module.train_samples=1"),
     Rule("module.loss_lr", float, 0, open_low=True, optional=True, example="module.loss_lr=1e-2"),
-    Rule("module.knn_accuracy_k", int, 1, optional=True, example="module.knn_accuracy_k=5"),
+    Rule("metrics.knn_accuracy_k", int, 1, optional=True, example="metrics.knn_accuracy_k=5"),
     Rule("loss.margin", float, 0, optional=True, example="loss.margin=0.2"),
     Rule("miner.margin", float, 0, optional=True, example="miner.margin=0.2"),
     Rule("dataset.test_fraction", float, 0, 1, open_low=True, example="dataset.test_fraction=0.3"),
