@@ -48,7 +48,8 @@ class Rule:
 RULES = (
     Rule("seed", int, 0, example="seed=0"),
     Rule("cpu_threads", int, 1, optional=True, example="cpu_threads=1"),
-    Rule("trainer.max_epochs", int, 1, example="trainer.max_epochs=20"),
+    # 0: evaluate the backbone as it is (BDML's PCA baseline).
+    Rule("trainer.max_epochs", int, 0, example="trainer.max_epochs=20"),
     Rule(
         "trainer.check_val_every_n_epoch", int, 1, optional=True, example="trainer.check_val_every_n_epoch=5"
     ),
