@@ -50,21 +50,8 @@ def compose_config(tmp_path: Path) -> Callable[..., DictConfig]:
 
 @pytest.fixture
 def tiny_cub(tmp_path: Path) -> list[str]:
-    """A generated CUB folder (4 classes x 3 images, half of them zero-shot test classes) and the
-    overrides that train a randomly initialised ResNet34 on it at 32 x 32 with 2 x 2 batches."""
-    layouts.make_cub(tmp_path / "data", size=40)
-    return [
-        "dataset=cub",
-        f"paths.data_dir={tmp_path / 'data'}",
-        "dataset.image_size=32",
-        "dataset.resize=36",
-        "backbone=resnet34",
-        "backbone.trunk.pretrained=false",
-        "data.P=2",
-        "data.K=2",
-        # Two training classes: none to spare for a class-disjoint validation split.
-        "data.val_fraction=0",
-    ]
+    """A generated CUB folder of 4 classes x 3 images and the overrides that train on it (layouts.cub_run)."""
+    return layouts.cub_run(tmp_path / "data")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -58,6 +58,25 @@ def make_cub(root: str | Path, classes: int = 4, per_class: int = 3, size: int =
     return folder
 
 
+def cub_run(root: str | Path, per_class: int = 3) -> list[str]:
+    """A generated CUB folder under ``root`` (4 classes x ``per_class`` images, half of them zero-shot test
+    classes) and the overrides that train a randomly initialised ResNet34 on it at 32 x 32 with 2 x 2
+    batches."""
+    make_cub(root, per_class=per_class, size=40)
+    return [
+        "dataset=cub",
+        f"paths.data_dir={root}",
+        "dataset.image_size=32",
+        "dataset.resize=36",
+        "backbone=resnet34",
+        "backbone.trunk.pretrained=false",
+        "data.P=2",
+        "data.K=2",
+        # Two training classes: none to spare for a class-disjoint validation split.
+        "data.val_fraction=0",
+    ]
+
+
 def make_cars(root: str | Path, classes: int = 4, per_class: int = 3, size: int = 8) -> Path:
     """cars196/ with cars_annos.mat (a 1 x N struct array, as MATLAB wrote it) and car_ims/*.jpg."""
     folder = Path(root) / "cars196"

@@ -38,21 +38,9 @@ LOADING = ["data.num_workers=2", "data.pin_memory=true"]
 
 @pytest.fixture
 def cub(tmp_path: Path) -> list[str]:
-    """A generated CUB folder (4 classes x 5 JPEGs, half of them test classes: 10 test images, enough
-    for the default Recall@8) and a randomly initialised ResNet34 at 32 x 32 on 2 x 2 batches."""
-    layouts.make_cub(tmp_path / "data", per_class=5, size=40)
-    return [
-        "dataset=cub",
-        f"paths.data_dir={tmp_path / 'data'}",
-        "dataset.image_size=32",
-        "dataset.resize=36",
-        "backbone=resnet34",
-        "backbone.trunk.pretrained=false",
-        "data.P=2",
-        "data.K=2",
-        # Two training classes: none to spare for a class-disjoint validation split.
-        "data.val_fraction=0",
-    ]
+    """A generated CUB folder with 5 images per class (10 test images: enough for the default Recall@8)
+    and the overrides that train a random ResNet34 on it (layouts.cub_run)."""
+    return layouts.cub_run(tmp_path / "data", per_class=5)
 
 
 def on(accelerator: str) -> list[str]:

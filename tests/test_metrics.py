@@ -10,6 +10,7 @@ import pytest
 import torch
 from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
+from embeddings import random_data, separated_blobs
 from noisydml.metrics import evaluate
 from noisydml.metrics.recall import drop_self
 
@@ -34,11 +35,6 @@ def brute_force_recall(x, labels, ks, query_mask=None) -> dict[str, float]:
 
 def recall_only(x, labels, ks=KS, **kwargs) -> dict[str, float]:
     return evaluate(x, labels, recall_ks=ks, nmi=False, map_at_r=False, **kwargs)
-
-
-def random_data(n, dim=8, classes=20, seed=0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return rng.normal(size=(n, dim)).astype(np.float32), rng.integers(0, classes, size=n)
 
 
 # Recall@K
@@ -213,13 +209,6 @@ def test_one_search_serves_recall_and_map_at_r(monkeypatch):
 
 
 # NMI and NMI+
-
-
-def separated_blobs(classes=10, per_class=20, seed=0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(classes, 16)) * 100
-    labels = np.repeat(np.arange(classes), per_class)
-    return (centres[labels] + rng.normal(size=(len(labels), 16)) * 0.1).astype(np.float32), labels
 
 
 def test_nmi_is_one_for_separated_classes():

@@ -9,15 +9,11 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
+from embeddings import random_data, separated_blobs
 from noisydml.metrics import evaluate
 from noisydml.metrics.clustering import kmeans_assignments
 from noisydml.metrics.engine import Engine, resolve_engine
 from noisydml.metrics.torch_search import _nearest_by_index
-
-
-def random_data(n, dim=8, classes=20, seed=0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return rng.normal(size=(n, dim)).astype(np.float32), rng.integers(0, classes, size=n)
 
 
 def retrieval(x, labels, backend, **kwargs) -> dict[str, float]:
@@ -53,13 +49,6 @@ def test_torch_search_keeps_duplicates_and_drops_only_the_query_itself():
     same = np.zeros((6, 3), dtype=np.float32)
     result = evaluate(same, np.zeros(6, dtype=int), recall_ks=(1, 5), nmi=False, backend="torch")
     assert result == {"recall@1": 1.0, "recall@5": 1.0, "map@r": 1.0}
-
-
-def separated_blobs(classes=10, per_class=20, seed=0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(classes, 16)) * 100
-    labels = np.repeat(np.arange(classes), per_class)
-    return (centres[labels] + rng.normal(size=(len(labels), 16)) * 0.1).astype(np.float32), labels
 
 
 def test_torch_kmeans_plus_plus_recovers_separated_classes():
