@@ -123,8 +123,9 @@ def plain_loop(cfg: DictConfig, device: torch.device, warmup: int, steps: int) -
     raise RuntimeError(f"the data loader ended before {warmup + steps} steps")
 
 
-def runner(cfg: DictConfig, warmup: int, steps: int) -> float:
-    """Seconds of the same steps inside ``noisydml``'s own ``train`` (which then also tests the model)."""
+def runner(cfg: DictConfig) -> float:
+    """Seconds of the same steps inside ``noisydml``'s own ``train`` (which then also tests the model);
+    the config's ``StepTimer`` callback knows which steps."""
     train(cfg)
     return StepTimer.last.seconds
 
@@ -222,11 +223,7 @@ def main() -> None:
                     cfg = compose_config(
                         overrides_for(setting, data_dir, scratch / "cache", warmup, steps), output
                     )
-                    seconds = (
-                        plain_loop(cfg, device, warmup, steps)
-                        if name == "plain"
-                        else runner(cfg, warmup, steps)
-                    )
+                    seconds = plain_loop(cfg, device, warmup, steps) if name == "plain" else runner(cfg)
                     best[name] = min(best[name], seconds)
             batch = setting["batch"]
             plain, ours = batch * steps / best["plain"], batch * steps / best["noisydml"]
