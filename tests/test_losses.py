@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from itertools import product
-from math import sqrt
+from math import exp, log, sqrt
 
 import pytest
 import torch
@@ -15,6 +15,8 @@ from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
 
 from noisydml import CONFIG_DIR
 from noisydml.losses import MarginalLoss
+from noisydml.losses.pair import EveryPairTuple
+from training_sets import hook_context, training_set
 
 LOSSES = ["triplet", "marginal", "contrastive"]
 MINERS = ["random_semihard", "fixed_semihard", "batch_hard", "all"]
@@ -153,3 +155,40 @@ def test_loss_and_miner_configs_train(loss_name, miner_name):
     value.backward()
     assert value.ndim == 0 and torch.isfinite(value) and value.item() > 0
     assert torch.isfinite(embeddings.grad).all() and embeddings.grad.abs().sum() > 0
+
+
+# --- a pair tuple of one positive and one negative pair (issue: PML's GenericPairLoss returns 0) -------
+# Positive (0, 1), negative (0, 2). Cosine: S_01 = 0 (x1 normalised is (0, 1)), S_02 = .6.
+LONE_PAIRS = (torch.tensor([0]), torch.tensor([1]), torch.tensor([0]), torch.tensor([2]))
+# Multi-similarity, alpha 2, beta 50, lambda 1, anchor 0 only, then the mean over the 5 anchors:
+#   1/2 log(1 + e^(-2 (0 - 1))) + 1/50 log(1 + e^(50 (.6 - 1))) = 1.063464 + 4e-11
+MS_LONE = (0.5 * log(1 + exp(2)) + log(1 + exp(-20)) / 50) / 5  # 0.212693
+# Contrastive, margins 0 and 1, unit-circle distances, mean over positives + mean over negatives:
+#   d01 = 1.414214;  [1 - d02]_+ = 1 - .894427
+CONTRASTIVE_LONE = sqrt(2) + 1 - sqrt(0.8)  # 1.519787
+
+
+@pytest.mark.parametrize("name, expected", [("multi_similarity", MS_LONE), ("contrastive", CONTRASTIVE_LONE)])
+def test_one_positive_and_one_negative_pair_give_the_formula(name, expected):
+    assert load_loss(name)(EMBEDDINGS, LABELS, LONE_PAIRS).item() == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("name", ["multi_similarity", "contrastive", "contrastive_cosine", "snr", "bspml"])
+def test_pair_losses_learn_from_a_lone_pair_and_count_it(name):
+    overrides = ["loss.weight_classes=1", "loss.weight_samples=1", "loss.seed=0"] if name == "bspml" else []
+    loss = load_loss(name, *overrides)
+    if name == "bspml":
+        loss.setup(training_set(LABELS.numpy()))
+        loss.begin_batch(torch.arange(5))
+    embeddings = EMBEDDINGS.clone().requires_grad_()
+    a, p, n = TRIPLETS
+    for tuples in (LONE_PAIRS, LONE_PAIRS, (a, p, a, n)):
+        value = loss(embeddings, LABELS, tuples)
+    value.backward()
+    assert embeddings.grad.abs().sum() > 0
+    assert loss.lone_pair_batches == 2
+    empty = tuple(torch.empty(0, dtype=torch.int64) for _ in range(4))
+    assert loss(EMBEDDINGS, LABELS, empty).item() == 0 and loss.lone_pair_batches == 2
+    # What the module logs as train/lone_pair_batches at the epoch's end; the count starts again.
+    assert EveryPairTuple.on_train_epoch_end(loss, hook_context()) == {"lone_pair_batches": 2.0}
+    assert loss.lone_pair_batches == 0

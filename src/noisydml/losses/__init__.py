@@ -4,6 +4,8 @@ Triplet and contrastive losses are PML's, targeted directly from ``conf/loss/``;
 loss of Le & Odobez 2019 needed a class of its own (see ``MarginalLoss`` for why). The adapted triplet
 loss of Yu et al. 2018 adds a distribution-matching term to PML's triplet loss. Wu et al.'s margin loss
 is PML's, sized per class by ``ClassBetaMarginLoss``; ``TrimmedLoss`` wraps any per-tuple loss.
+PML's multi-similarity, contrastive and SNR losses are subclassed only so that a batch of one positive
+and one negative pair gets the formula's value instead of PML's zero (``noisydml.losses.pair``).
 BSPML (Zhang et al. 2023) is ``BSPMLLoss``; of its baselines, RDML's rescaled hinge is not in PML
 (``RescaledHingeTripletLoss``) and PML's Proxy-Anchor needs its proxies sized from the data
 (``ProxyAnchorLoss``), as does Levi et al.'s ProxyNCA baseline (``ProxyNCALoss``); the others are
@@ -15,6 +17,7 @@ from noisydml.losses.bayesian_triplet import BayesianTripletLoss
 from noisydml.losses.bspml import BSPMLLoss
 from noisydml.losses.margin import ClassBetaMarginLoss
 from noisydml.losses.marginal import MarginalLoss
+from noisydml.losses.pair import ContrastiveLoss, MultiSimilarityLoss, SignalToNoiseRatioContrastiveLoss
 from noisydml.losses.proxy_anchor import ProxyAnchorLoss
 from noisydml.losses.proxy_nca import ProxyNCALoss
 from noisydml.losses.rdml import RescaledHingeTripletLoss
@@ -25,9 +28,12 @@ __all__ = [
     "BayesianTripletLoss",
     "BSPMLLoss",
     "ClassBetaMarginLoss",
+    "ContrastiveLoss",
     "MarginalLoss",
+    "MultiSimilarityLoss",
     "ProxyAnchorLoss",
     "ProxyNCALoss",
     "RescaledHingeTripletLoss",
+    "SignalToNoiseRatioContrastiveLoss",
     "TrimmedLoss",
 ]

@@ -46,18 +46,18 @@ from pathlib import Path
 import numpy as np
 import torch
 from pytorch_metric_learning.distances import BaseDistance, CosineSimilarity
-from pytorch_metric_learning.losses import MultiSimilarityLoss
 from pytorch_metric_learning.reducers import BaseReducer, MeanReducer
 from pytorch_metric_learning.utils import common_functions as c_f
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 from sklearn.metrics import roc_auc_score
 
 from noisydml.atomic import atomic_write
-from noisydml.hooks import HookContext, TrainingHooks, TrainingSet
+from noisydml.hooks import HookContext, TrainingSet
+from noisydml.losses.pair import MultiSimilarityLoss
 from noisydml.rundir import RunDir
 
 
-class BSPMLLoss(MultiSimilarityLoss, TrainingHooks):
+class BSPMLLoss(MultiSimilarityLoss):
     """Weighted informative multi-similarity loss (Eq. 7) with the sample weights of Eq. 6.
 
     Call with the pairs of ``pytorch_metric_learning.miners.MultiSimilarityMiner`` (Eq. 4-5); with no
@@ -161,7 +161,11 @@ class BSPMLLoss(MultiSimilarityLoss, TrainingHooks):
         )
         self.weights[indices] = torch.as_tensor(weights, dtype=self.weights.dtype, device=self.weights.device)
         self.age.fill_(min(self.age_growth * age, self.age_max))
-        return {"age": age, **weight_statistics(weights, train_set.labels, train_set.flipped)}
+        return {
+            "age": age,
+            **weight_statistics(weights, train_set.labels, train_set.flipped),
+            **super().on_train_epoch_end(context),
+        }
 
     def save(self, run_dir: Path) -> None:
         """``sample_weights.csv``: ``index,weight`` for every sample the run trained on."""
