@@ -14,6 +14,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from scipy import stats
 
+from configs import compose_node
 from noisydml import CONFIG_DIR
 from noisydml.noise import (
     ClassConditionalNoise,
@@ -101,21 +102,49 @@ def test_uniform_does_not_alias_the_callers_labels():
 # ------------------------------------------------------------------------------------------------ exact
 
 
-def test_exact_flips_round_half_even_of_rate_times_class_size():
-    sizes = [3, 7, 15, 25, 35, 150, 1001]
+def test_exact_flips_round_of_rate_times_n_in_total_and_at_least_one_per_class():
+    # Rounding per class (the old rule) flips 0 of the classes of 2-5 samples at 10% and 21 in all.
+    sizes = [2, 3, 4, 5, 6, 40, 60, 100]
     labels = np.repeat(np.arange(len(sizes)) * 10, sizes)
     noisy = ExactNoise(rate=0.1, seed=0).apply(labels)
-    # 0.3 -> 0, 0.7 -> 1, 1.5 -> 2, 2.5 -> 2 (half to even), 3.5 -> 4, 15 -> 15, 100.1 -> 100.
-    assert flips_per_class(noisy) == {0: 0, 10: 1, 20: 2, 30: 2, 40: 4, 50: 15, 60: 100}
+    flips = flips_per_class(noisy)
+    assert sum(flips.values()) == 22
+    assert min(flips.values()) >= 1
+    # The 17 flips left after one each keep the rates nearest 10%: none to the small classes.
+    assert list(flips.values()) == [1, 1, 1, 1, 1, 3, 5, 9]
     flipped = noisy.observed != noisy.true
     assert set(np.unique(noisy.observed[flipped])) <= set(np.unique(labels))
 
 
+def test_exact_rates_are_as_even_as_equal_sizes_allow():
+    # 10 classes of 6 at 30%: 18 flips, 1.8 per class. Rounding per class gave 2 each (20) and a class
+    # of 2 at 30% one flip in two (50%).
+    flips = flips_per_class(ExactNoise(rate=0.3, seed=0).apply(balanced(10, 6)))
+    assert sum(flips.values()) == 18 and set(flips.values()) == {1, 2}
+    flips = flips_per_class(ExactNoise(rate=0.3, seed=0).apply(balanced(10, 2)))
+    assert sum(flips.values()) == 6 and set(flips.values()) == {0, 1}
+
+
+def test_exact_with_fewer_flips_than_classes_flips_the_largest_classes_once():
+    # SOP-like sizes at 10%: 3 flips for 6 classes; one each, to the largest (lowest rate 1 / n_c).
+    labels = np.repeat(np.arange(6), [2, 3, 4, 6, 7, 8])
+    flips = flips_per_class(ExactNoise(rate=0.1, seed=0).apply(labels))
+    assert flips == {0: 0, 1: 0, 2: 0, 3: 1, 4: 1, 5: 1}
+
+
 def test_exact_counts_survive_binary_float_error_at_a_tie():
-    # 0.07 * 150 is 10.500000000000002 in binary; the tie 10.5 it stands for rounds to 10, not 11.
+    # In binary 0.07 * 300 is 21.000000000000004 and 0.035 * 300 is 10.500000000000002: the tie 10.5 it
+    # stands for rounds half to even, to 10, not 11.
     labels = np.repeat([1, 2], [150, 150])
-    noisy = ExactNoise(rate=0.07, seed=3).apply(labels)
-    assert flips_per_class(noisy) == {1: 10, 2: 10}
+    assert sum(flips_per_class(ExactNoise(rate=0.07, seed=3).apply(labels)).values()) == 21
+    assert sum(flips_per_class(ExactNoise(rate=0.035, seed=3).apply(labels)).values()) == 10
+
+
+def test_exact_leaves_singletons_clean_below_half_and_flips_nothing_at_rate_zero():
+    labels = np.repeat(np.arange(4), [1, 1, 20, 20])
+    flips = flips_per_class(ExactNoise(rate=0.2, seed=0).apply(labels))
+    assert flips == {0: 0, 1: 0, 2: 4, 3: 4}
+    assert sum(flips_per_class(ExactNoise(rate=0.0, seed=0).apply(labels)).values()) == 0
 
 
 def test_exact_chooses_different_samples_for_different_seeds():
@@ -356,3 +385,18 @@ def test_every_noise_option_instantiates_through_the_main_config(option):
 
 def test_the_config_group_has_every_model():
     assert {p.stem for p in NOISE_CONF.glob("*.yaml")} == set(OPTIONS)
+
+
+@pytest.mark.parametrize(
+    ("experiment", "model"),
+    [
+        # Tables 1-2's captions: "uniform label noise"; Table 3's "corresponding proportions": exact counts.
+        ("bdml/table1_mnist", UniformNoise),
+        ("bdml/table2_cifar10", UniformNoise),
+        ("digits/bdml_noise", UniformNoise),
+        ("bdml/table3_cifar10", ClassConditionalNoise),
+        ("zhang2023/table2_cub", ExactNoise),
+    ],
+)
+def test_each_paper_table_composes_its_published_noise_model(experiment, model):
+    assert type(compose_node("noise", f"experiment={experiment}")) is model

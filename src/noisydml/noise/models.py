@@ -4,10 +4,11 @@ Each model is built by Hydra from ``conf/noise/<name>.yaml``. ``apply`` seeds it
 ``seed``, so the noisy labels are a pure function of (labels, parameters, seed) and every method in a
 sweep trains on the same ones.
 
-Counts of the form ``round(x)`` (``exact`` flips, ``topline`` keeps) round half to even, as Python's
-``round`` and ``np.rint`` do, after snapping ``x`` to 9 decimals: in binary ``0.07 * 150`` is
-``10.500000000000002``, which would round to 11, while the tie 10.5 it stands for rounds to 10. Half to
-even rather than half up so that, over many classes landing on a tie, counts are not biased upwards.
+Counts of the form ``round(x)`` (``exact``'s total, ``class_conditional``'s exact counts, ``topline``
+keeps) round half to even, as Python's ``round`` and ``np.rint`` do, after snapping ``x`` to 9 decimals:
+in binary ``0.07 * 150`` is ``10.500000000000002``, which would round to 11, while the tie 10.5 it stands
+for rounds to 10. Half to even rather than half up so that, over many classes landing on a tie, counts
+are not biased upwards.
 """
 
 from __future__ import annotations
@@ -60,14 +61,27 @@ class UniformNoise:
 
     def apply(self, labels: np.ndarray) -> NoisyLabels:
         labels = _check_labels(labels)
-        classes = _flippable_classes(labels, type(self).__name__)
-        return _flip(labels, np.full(len(classes), self.rate), exact=False, seed=self.seed)
+        _flippable_classes(labels, type(self).__name__)
+        rng = np.random.default_rng(self.seed)
+        return _flip(labels, rng.random(len(labels)) < self.rate, rng)
 
 
 @dataclass(frozen=True)
 class ExactNoise:
-    """In every class c exactly ``round(rate * n_c)`` samples, chosen at random, flip to one of the
-    other classes, chosen uniformly (BSPML, BDML). Rounding is half to even; see the module docstring.
+    """Exactly ``round(rate * N)`` of the N labels flip, each to one of the other classes, chosen
+    uniformly; which samples of a class flip is random (BSPML; BDML "by the respective proportion").
+
+    BSPML "tr[ies its] best to ensure that noisy samples exist in each class", so the flips are spread
+    per class rather than drawn over the whole set: when ``rate > 0`` every class of at least 2 samples
+    gets at least one flip, and the remaining flips go where they keep the per-class rates closest to
+    ``rate`` (the counts ``t_c`` minimise ``sum_c n_c (t_c / n_c - rate)^2``, exact ties broken at
+    random). Rounding each class on its own, ``round(rate * n_c)``, would leave classes of 2-5 samples
+    clean at 10% and give a class of 2 a 50% rate at 30%.
+
+    The total comes first: it is the noise rate a table is labelled with. When it is smaller than the
+    number of classes of >= 2 samples (SOP or In-Shop at 10%: about 1 flip for every 2 classes), each
+    flip goes to a different class, the largest classes first (the lowest per-class rate, 1 / n_c);
+    the other classes stay clean.
     """
 
     rate: float
@@ -79,8 +93,13 @@ class ExactNoise:
 
     def apply(self, labels: np.ndarray) -> NoisyLabels:
         labels = _check_labels(labels)
-        classes = _flippable_classes(labels, type(self).__name__)
-        return _flip(labels, np.full(len(classes), self.rate), exact=True, seed=self.seed)
+        _flippable_classes(labels, type(self).__name__)
+        _, class_index = np.unique(labels, return_inverse=True)
+        counts = np.bincount(class_index)
+        rng = np.random.default_rng(self.seed)
+        rank = _random_ranks(class_index, counts, rng)
+        flip_counts = _spread_flips(counts, self.rate, rng)
+        return _flip(labels, rank < flip_counts[class_index], rng)
 
 
 @dataclass(frozen=True)
@@ -108,7 +127,18 @@ class ClassConditionalNoise:
                 f"noise.rates has {len(self.rates)} entries but the labels hold {len(classes)} classes; "
                 f"give one rate per class, in sorted class order"
             )
-        return _flip(labels, np.asarray(self.rates), exact=self.exact, seed=self.seed)
+        _, class_index = np.unique(labels, return_inverse=True)
+        rates = np.asarray(self.rates)[class_index]
+        rng = np.random.default_rng(self.seed)
+        if self.exact:
+            counts = np.bincount(class_index)
+            flip = (
+                _random_ranks(class_index, counts, rng)
+                < _round_half_even(np.asarray(self.rates) * counts)[class_index]
+            )
+        else:
+            flip = rng.random(len(labels)) < rates
+        return _flip(labels, flip, rng)
 
 
 @dataclass(frozen=True)
@@ -138,18 +168,13 @@ class ToplineNoise:
         counts = np.bincount(class_index)
         keep_counts = np.maximum(1, _round_half_even((1.0 - self.rate) * counts))
         rng = np.random.default_rng(self.seed)
-        indices = np.flatnonzero(_random_per_class(class_index, counts, keep_counts, rng))
+        indices = np.flatnonzero(_random_ranks(class_index, counts, rng) < keep_counts[class_index])
         return NoisyLabels(indices, labels[indices], labels[indices])
 
 
-def _flip(labels: np.ndarray, class_rates: np.ndarray, exact: bool, seed: int) -> NoisyLabels:
+def _flip(labels: np.ndarray, flip: np.ndarray, rng: np.random.Generator) -> NoisyLabels:
+    """Move the samples where ``flip`` is True to another class, uniformly among the others."""
     classes, class_index = np.unique(labels, return_inverse=True)
-    rng = np.random.default_rng(seed)
-    if exact:
-        counts = np.bincount(class_index, minlength=len(classes))
-        flip = _random_per_class(class_index, counts, _round_half_even(class_rates * counts), rng)
-    else:
-        flip = rng.random(len(labels)) < class_rates[class_index]
     # A shift by 1..K-1 (mod K) reaches each of the other K-1 classes exactly once, so a uniform shift
     # is a uniform choice among the other classes, with no loop and no rejection.
     shift = rng.integers(1, len(classes), size=int(flip.sum()))
@@ -158,17 +183,37 @@ def _flip(labels: np.ndarray, class_rates: np.ndarray, exact: bool, seed: int) -
     return NoisyLabels(np.arange(len(labels)), labels.copy(), classes[observed_index])
 
 
-def _random_per_class(
-    class_index: np.ndarray, counts: np.ndarray, take: np.ndarray, rng: np.random.Generator
-) -> np.ndarray:
-    """A mask choosing ``take[c]`` samples of every class c uniformly at random, without replacement."""
+def _spread_flips(counts: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """How many samples of each class ``ExactNoise`` flips (the rule is in its docstring)."""
+    total = int(_round_half_even(rate * counts.sum()))
+    eligible = (counts >= 2) & (rate > 0)
+    if eligible.sum() >= total:
+        # One flip for each of ``total`` classes: the first flip of every eligible class is a candidate.
+        start, stop = np.zeros_like(counts), eligible.astype(np.int64)
+    else:
+        start, stop = eligible.astype(np.int64), counts
+    # The (t+1)-th flip of class c adds (2t + 1 - 2 rate n_c) / n_c to the objective; the costs rise with
+    # t, so the cheapest candidates over all classes are a prefix of every class: the optimum (the
+    # objective is separable and convex). Rounding the costs makes ties that are exact in real
+    # arithmetic exact in floats, so the random key alone breaks them.
+    unit_class = np.repeat(np.arange(len(counts)), stop - start)
+    offsets = np.arange(len(unit_class)) - np.repeat(np.cumsum(stop - start) - (stop - start), stop - start)
+    t = start[unit_class] + offsets
+    cost = np.round((2 * t + 1 - 2 * rate * counts[unit_class]) / counts[unit_class], 9)
+    chosen = np.lexsort((rng.random(len(unit_class)), cost))[: total - int(start.sum())]
+    return start + np.bincount(unit_class[chosen], minlength=len(counts))
+
+
+def _random_ranks(class_index: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Every sample's place in a uniformly random order of its class: ``rank < take[class]`` chooses
+    ``take[c]`` samples of every class c uniformly at random, without replacement."""
     # Sorting by (class, random key) shuffles each class in place; a sample's rank inside its class is
-    # then its position minus where the class starts, and the first take[c] ranks are a uniform draw.
+    # then its position minus where the class starts.
     order = np.lexsort((rng.random(len(class_index)), class_index))
     starts = np.cumsum(counts) - counts
     rank = np.empty(len(class_index), dtype=np.int64)
     rank[order] = np.arange(len(class_index)) - starts[class_index[order]]
-    return rank < take[class_index]
+    return rank
 
 
 def _round_half_even(x: np.ndarray) -> np.ndarray:
