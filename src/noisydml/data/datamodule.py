@@ -132,7 +132,9 @@ class MetricDataModule(pl.LightningDataModule):
         self.splits = self.dataset.splits()
         # Before the noise is drawn: dropping unreadable files changes the indices it is drawn over.
         self.skipped_inputs = self.splits.train.verify() + self.splits.test.verify()
-        noisy = self.noise.apply(self.splits.train.labels)
+        # Most models need only the labels; an imported list matches image paths, k-means clusters features.
+        apply_to = getattr(self.noise, "apply_to", None)
+        noisy = apply_to(self.splits.train) if apply_to else self.noise.apply(self.splits.train.labels)
         if self.val_fraction > 0:
             held_out = self._held_out(noisy.observed)
             validation = _subset(noisy, held_out)
@@ -235,6 +237,9 @@ class MetricDataModule(pl.LightningDataModule):
     def noise_summary(self) -> dict:
         """The noise of the samples trained on (the validation split's is in ``validation_summary``)."""
         summary = summarize(self.noisy)
+        # What an imported list matched, or which classes small clusters dissolved.
+        if getattr(self.noise, "report", None):
+            summary["details"] = self.noise.report
         if self.unlabeled_set is not None:
             summary["num_unlabeled"] = len(self.unlabeled_set)
         return summary

@@ -1,5 +1,6 @@
 """Label-noise models (``conf/noise``), what they did to a run's labels, and the paper's noise theory."""
 
+from noisydml.noise.label_list import LabelListNoise
 from noisydml.noise.models import (
     ClassConditionalNoise,
     ExactNoise,
@@ -8,6 +9,7 @@ from noisydml.noise.models import (
     ToplineNoise,
     UniformNoise,
 )
+from noisydml.noise.small_cluster import SmallClusterNoise
 from noisydml.noise.summary import summarize
 from noisydml.noise.theory import (
     finite_k_conditions,
@@ -19,8 +21,10 @@ from noisydml.noise.theory import (
 __all__ = [
     "ClassConditionalNoise",
     "ExactNoise",
+    "LabelListNoise",
     "NoNoise",
     "NoisyLabels",
+    "SmallClusterNoise",
     "ToplineNoise",
     "UniformNoise",
     "finite_k_conditions",

@@ -50,7 +50,8 @@ class NoNoise:
 @dataclass(frozen=True)
 class UniformNoise:
     """Each label flips independently with probability ``rate`` to one of the other classes, chosen
-    uniformly (Le & Odobez Eq. 6). The realized number of flips is binomial, not fixed."""
+    uniformly (Le & Odobez Eq. 6). The realized number of flips is binomial, not fixed. This is PRISM's
+    symmetric noise (Liu et al., CVPR 2021), the noise of their ``*_noised_train.csv`` lists."""
 
     rate: float
     seed: int
