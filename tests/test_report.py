@@ -656,11 +656,21 @@ def test_bspml_is_compared_with_every_table2_baseline_and_spms(tmp_path: Path) -
     assert verdict.status == claims.CONTRADICTED
 
 
-def test_bspml_lead_over_proxy_anchor_grows_with_noise(tmp_path: Path) -> None:
-    # (method, rate) -> Recall@1 at seeds 0 and 1: the lead is +1 point at 10%, +10 and +11 at 30%.
+@pytest.mark.parametrize(
+    ("bspml_at_30", "effect", "status"),
+    [
+        ((0.70, 0.72), 0.095, claims.HELD),  # the lead is +1 point at 10%, +10 and +11 at 30%
+        ((0.60, 0.61), -0.01, claims.CONTRADICTED),  # +1 point at 10%, 0 at 30% on both seeds
+        ((0.70, 0.60), 0.035, claims.INCONCLUSIVE),  # +10 then -1 point at 30%
+    ],
+)
+def test_bspml_lead_over_proxy_anchor_grows_with_noise(
+    tmp_path: Path, bspml_at_30: tuple, effect: float, status: str
+) -> None:
+    # (method, rate) -> Recall@1 at seeds 0 and 1.
     recall = {
         ("BSPML", 0.1): (0.80, 0.81),
-        ("BSPML", 0.3): (0.70, 0.72),
+        ("BSPML", 0.3): bspml_at_30,
         ("Proxy-Anchor", 0.1): (0.79, 0.80),
         ("Proxy-Anchor", 0.3): (0.60, 0.61),
     }
@@ -684,12 +694,17 @@ def test_bspml_lead_over_proxy_anchor_grows_with_noise(tmp_path: Path) -> None:
         "zhang2023-large-noise"
     ]
     (comparison,) = verdict.comparisons
-    assert comparison.result.effect == pytest.approx(0.095) and verdict.status == claims.HELD
+    assert comparison.result.effect == pytest.approx(effect) and verdict.status == status
 
 
 @pytest.mark.parametrize(
     ("gain", "status"),
-    [((0.002, 0.004, 0.003), claims.HELD), ((0.05, 0.06, 0.04), claims.CONTRADICTED)],
+    [
+        ((0.002, 0.004, 0.003), claims.HELD),
+        ((0.05, 0.06, 0.04), claims.CONTRADICTED),
+        # Mean 1.1 points, sd 1.6: the interval reaches from below 0 to above the 1-point margin.
+        ((0.002, 0.03, 0.001), claims.INCONCLUSIVE),
+    ],
 )
 def test_trimmed_loss_brings_no_significant_improvement(tmp_path: Path, gain: tuple, status: str) -> None:
     # Trimmed triplet at keep 1 (no trimming) and 0.8, seeds 0-2: a gain under 1 point, or 4-6 points.
@@ -727,3 +742,201 @@ def test_eps_with_random_negatives_is_compared_with_all_triplets(tmp_path: Path)
     (comparison,) = verdict.comparisons
     assert "triplet + all 41.50" in comparison.text
     assert comparison.result.effect == pytest.approx(0.095)
+
+
+def le_runs(root: Path, values: dict) -> None:
+    """Single Le & Odobez runs: ``values[(miner, noise, rate)]`` is Recall@1 (and NMI) per seed."""
+    for (miner, noise, rate), per_seed in values.items():
+        for seed, value in enumerate(per_seed):
+            write_run(
+                root / f"{miner}_{noise}_{rate}_{seed}",
+                [f"miner={miner}", f"noise={noise}", f"noise.rate={rate}", f"seed={seed}"],
+                choices={"loss": "triplet", "miner": miner, "noise": noise},
+                config=le_config(miner, noise, rate, seed),
+                metrics={"test/recall@1": value, "test/nmi": value},
+            )
+
+
+@pytest.mark.parametrize(
+    ("noisy", "status"),
+    [
+        ((0.95, 0.96, 0.94), claims.HELD),  # ratios 0.95, 0.96, 0.94: above 0.9 on every seed
+        ((0.80, 0.82, 0.78), claims.CONTRADICTED),  # 0.80, 0.82, 0.78: below
+        ((0.95, 0.85, 0.92), claims.INCONCLUSIVE),  # mean 0.907, sd 0.05: the interval spans 0.9
+    ],
+)
+def test_random_semihard_keeps_the_guarantee_to_50_percent(tmp_path: Path, noisy: tuple, status: str) -> None:
+    # Topline 1.0 on every seed, so the ratio is the noisy Recall@1; p = 0.6 is past the claim's range.
+    le_runs(
+        tmp_path,
+        {
+            ("random_semihard", "uniform", 0.4): noisy,
+            ("random_semihard", "topline", 0.4): (1.0,) * 3,
+            ("random_semihard", "uniform", 0.6): (0.1,) * 3,
+            ("random_semihard", "topline", 0.6): (1.0,) * 3,
+        },
+    )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["le2019-guarantee-50"]
+    assert verdict.status == status
+    (comparison,) = verdict.comparisons
+    assert comparison.what == "p=0.4"
+    assert comparison.result.effect == pytest.approx(sum(noisy) / 3 - claims.GOOD_RATIO)
+
+
+@pytest.mark.parametrize(
+    ("random", "status"),
+    [
+        ((0.80, 0.82, 0.81), claims.HELD),  # ratio 0.80-0.82 against fixed's 0.70-0.72
+        ((0.60, 0.62, 0.61), claims.CONTRADICTED),
+        ((0.80, 0.62, 0.70), claims.INCONCLUSIVE),  # +10, -10, -1 points against fixed
+    ],
+)
+def test_le_ratio_claims_in_recall_and_nmi(tmp_path: Path, random: tuple, status: str) -> None:
+    values = {("fixed_semihard", "uniform", 0.4): (0.70, 0.72, 0.71)}
+    values[("random_semihard", "uniform", 0.4)] = random
+    for miner in ("fixed_semihard", "random_semihard"):
+        values[(miner, "topline", 0.4)] = (1.0,) * 3
+    le_runs(tmp_path, values)
+    verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}
+    assert verdicts["le2019-ratio"].status == status
+    assert verdicts["le2019-ratio-nmi"].status == status
+    assert verdicts["le2019-ratio-nmi"].comparisons[0].metric == "nmi noisy/topline"
+
+
+def yu_runs(root: Path, drops: dict, logged_best: bool = True) -> None:
+    """Adapted-triplet runs at lambda 0 and 2: ``drops[weight]`` per seed is how far the last epoch's NCM
+    accuracy fell below the best test epoch's."""
+    for weight, per_seed in drops.items():
+        for seed, drop in enumerate(per_seed):
+            metrics = {
+                "test/ncm_accuracy": 0.90,
+                "val/ncm_accuracy": 0.90,
+                "test_last/ncm_accuracy": 0.92 - drop,
+            }
+            if logged_best:
+                metrics["test_best_epoch/ncm_accuracy"] = 0.92
+            write_run(
+                root / f"w{weight}_{seed}",
+                [f"loss.match_weight={weight}", f"seed={seed}"],
+                choices={"loss": "adapted_triplet", "miner": "facenet_semihard"},
+                config={"name": "yu", "seed": seed, "dataset": {"name": "mnist5k"}, "noise": {"rate": 0.0}},
+                metrics=metrics,
+            )
+
+
+@pytest.mark.parametrize(
+    ("baseline", "adapted", "status"),
+    [
+        ((0.03, 0.04, 0.05), (0.0, 0.005, 0.0), claims.HELD),  # the baseline falls 3-5 points, lambda 2 not
+        ((0.0, 0.005, 0.0), (0.03, 0.04, 0.05), claims.CONTRADICTED),
+        ((0.03, 0.0, 0.01), (0.01, 0.02, 0.0), claims.INCONCLUSIVE),  # +2, -2, +1 points
+    ],
+)
+def test_yu_baseline_overfits_and_the_adapted_loss_does_not(
+    tmp_path: Path, baseline: tuple, adapted: tuple, status: str
+) -> None:
+    yu_runs(tmp_path, {0: baseline, 0.5: (0.0,) * 3, 2: adapted})
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["yu2018-overfit"]
+    assert verdict.status == status
+    (comparison,) = verdict.comparisons
+    # Fig. 5a's lambda 2, not the 0.5 that also ran.
+    assert "λ=0 vs λ=2" in comparison.what
+    assert comparison.result.effect == pytest.approx((sum(baseline) - sum(adapted)) / 3)
+
+
+def test_yu_overfit_needs_the_test_split_scored_every_epoch(tmp_path: Path) -> None:
+    yu_runs(tmp_path, {0: (0.03, 0.04), 2: (0.0, 0.0)}, logged_best=False)
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["yu2018-overfit"]
+    assert verdict.status == claims.NOT_EVALUATED
+    assert "data.test_at_validation=true" in verdict.detail
+
+
+@pytest.mark.parametrize(
+    ("deep", "status"),
+    [
+        ((0.80, 0.81, 0.82), claims.HELD),  # BDML and DML 10 points above BLMNN at 30% noise
+        ((0.60, 0.61, 0.62), claims.CONTRADICTED),
+        ((0.80, 0.65, 0.72), claims.INCONCLUSIVE),  # +10, -5, +2 points
+    ],
+)
+def test_deep_metrics_beat_the_linear_one_under_noise(tmp_path: Path, deep: tuple, status: str) -> None:
+    # At p = 0 BLMNN wins by 1 point (as in Table 1): not part of the claim.
+    recall = {("BLMNN", 0): (0.99,) * 3, ("BLMNN", 0.3): (0.70, 0.71, 0.72)}
+    for method in ("DML", "BDML"):
+        recall[(method, 0)] = (0.98,) * 3
+        recall[(method, 0.3)] = deep
+    bdml_runs(tmp_path, recall)
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["bdml-deep-linear"]
+    assert verdict.status == status
+    assert sorted(c.text.split(": ")[1].split(" ")[0] for c in verdict.comparisons) == ["BDML", "DML"]
+    assert all(c.what == "noise.rate=0.3" for c in verdict.comparisons)
+
+
+# Two of Table 3's class-conditional vectors (one rate per class).
+VECTORS = (
+    [0.5, 0.6, 0.1, 0.4, 0.4, 0.4, 0.2, 0.4, 0.6, 0.3],
+    [0.3, 0.6, 0.1, 0.5, 0.2, 0.5, 0.4, 0.1, 0.3, 0.5],
+)
+
+
+@pytest.mark.parametrize(
+    ("bdml", "status"),
+    [
+        ((0.70, 0.71), claims.HELD),  # 2 points above DML at both vectors, both seeds
+        ((0.66, 0.67), claims.CONTRADICTED),
+        ((0.70, 0.67), claims.INCONCLUSIVE),  # +2 and -2 points
+    ],
+)
+def test_bdml_beats_dml_at_every_class_conditional_vector(tmp_path: Path, bdml: tuple, status: str) -> None:
+    methods = {"DML": ("triplet", "mlp", (0.68, 0.69)), "BDML": ("bayesian_triplet", "bayesian_mlp", bdml)}
+    methods["BLMNN"] = ("bayesian_triplet", "bayesian_linear", (0.55, 0.56))
+    for v, rates in enumerate(VECTORS):
+        for method, (loss, backbone, values) in methods.items():
+            for seed, value in enumerate(values):
+                overrides = [f"loss={loss}", f"backbone={backbone}", f"noise.rates={rates}", f"seed={seed}"]
+                config = {"name": "bdml_cifar", "seed": seed, "report": {"method": method}}
+                config["dataset"] = {"name": "cifar10"}
+                config["noise"] = {"_target_": "noisydml.noise.ClassConditionalNoise", "rates": rates}
+                write_run(
+                    tmp_path / f"{method}_{v}_{seed}",
+                    overrides,
+                    choices={"loss": loss, "miner": "all", "backbone": backbone},
+                    config=config,
+                    metrics={"test/knn_accuracy@3": value},
+                )
+    verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}
+    every = verdicts["bdml-every-rate"]
+    assert every.status == status
+    # One comparison per vector, each on both seeds; nothing reported missing.
+    assert len(every.comparisons) == 2 and "not evaluated" not in every.detail
+    assert all(c.result.n_seeds == 2 for c in every.comparisons)
+    # Deep beats linear at both vectors: DML is 13 points above BLMNN on both seeds.
+    deep = verdicts["bdml-deep-linear"].comparisons
+    assert [c.verdict for c in deep if c.text.split(": ")[1].startswith("DML")] == [claims.HELD] * 2
+
+
+@pytest.mark.parametrize(
+    ("bdml", "status"),
+    [((0.89, 0.90), claims.HELD), ((0.85, 0.86), claims.CONTRADICTED), ((0.89, 0.86), claims.INCONCLUSIVE)],
+)
+def test_bdml_beats_dml_in_ms_celeb_map(tmp_path: Path, bdml: tuple, status: str) -> None:
+    # Table 4 scores retrieval by mAP: the claim reads test/map, not the 3-NN accuracy also logged.
+    for method, values in (("DML", (0.87, 0.88)), ("BDML", bdml)):
+        loss, backbone = ("triplet", "mlp") if method == "DML" else ("bayesian_triplet", "bayesian_mlp")
+        for seed, value in enumerate(values):
+            write_run(
+                tmp_path / f"{method}_{seed}",
+                [f"loss={loss}", f"backbone={backbone}", "noise.rate=0.2", f"seed={seed}"],
+                choices={"loss": loss, "miner": "all", "backbone": backbone},
+                config={
+                    "name": "celeb",
+                    "seed": seed,
+                    "dataset": {"name": "ms_celeb"},
+                    "noise": {"rate": 0.2},
+                },
+                metrics={"test/map": value, "test/knn_accuracy@3": 0.5},
+            )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["bdml-every-rate"]
+    assert verdict.status == status
+    (comparison,) = verdict.comparisons
+    assert comparison.metric == "test/map"
