@@ -212,3 +212,19 @@ def make_omniglot(root: str | Path, characters: Sequence[int] = (2, 3), per_char
                     path = folder / "omniglot-py" / part / f"Alphabet_{a}" / f"character{c + 1:02d}"
                     write_image(path / f"{a:02d}{c:02d}_{k + 1:02d}.png", a, size=10, fmt="PNG")
     return folder
+
+
+def make_cars98n(
+    root: str | Path, folders: Sequence[str] = ("0", "1", "10", "2"), per_class: int = 3
+) -> Path:
+    """cars_noise/img_v3/<folder>/<hash>.jpg as PRISM's download script leaves CARS-98N, plus cars196/ for its
+    test split. Folder names sort alphabetically ("10" before "2"): image colours follow that label order
+    (1..len(folders)); one file is an error page saved as .jpg, one a .gif the script skips."""
+    folder = Path(root) / "cars_noise"
+    for label, name in enumerate(sorted(folders), 1):
+        for k in range(per_class):
+            write_image(folder / "img_v3" / name / f"{label:02d}{k:030d}.jpg", label)
+    (folder / "img_v3" / sorted(folders)[0] / "dead--link.jpg").write_text("<html>404</html>")
+    (folder / "img_v3" / sorted(folders)[0] / "anim.gif").write_bytes(b"GIF89a")
+    make_cars(root)
+    return folder
