@@ -16,6 +16,7 @@ from scipy import stats
 
 from configs import compose_node
 from noisydml import CONFIG_DIR
+from noisydml.data.sampler import PKSampler
 from noisydml.noise import (
     ClassConditionalNoise,
     ExactNoise,
@@ -192,16 +193,25 @@ def test_class_conditional_rejects_a_rate_out_of_range(bad):
 # ---------------------------------------------------------------------------------------------- topline
 
 
-def test_topline_keeps_a_stratified_clean_subset():
+def test_topline_keeps_a_stratified_clean_subset_with_no_lone_sample():
     sizes = [1, 2, 3, 5, 10, 100]
     labels = np.repeat(CLASS_IDS.tolist() + [123], sizes)
-    noisy = ToplineNoise(rate=0.5, seed=0).apply(labels)
-    np.testing.assert_array_equal(noisy.observed, noisy.true)
-    np.testing.assert_array_equal(noisy.true, labels[noisy.indices])
-    assert np.all(np.diff(noisy.indices) > 0)
-    kept = dict(zip(*np.unique(noisy.true, return_counts=True), strict=True))
-    # 0.5 -> 0, floored to 1 so the class stays; 1; 1.5 -> 2; 2.5 -> 2 (half to even); 5; 50.
-    assert kept == {3: 1, 7: 1, 10: 2, 42: 2, 99: 5, 123: 50}
+    kept = []
+    for seed in range(400):
+        noisy = ToplineNoise(rate=0.5, seed=seed).apply(labels)
+        np.testing.assert_array_equal(noisy.observed, noisy.true)
+        np.testing.assert_array_equal(noisy.true, labels[noisy.indices])
+        assert np.all(np.diff(noisy.indices) > 0)
+        per_class = dict(zip(*np.unique(noisy.true, return_counts=True), strict=True))
+        kept.append([per_class.get(c, 0) for c in [3, 7, 10, 42, 99, 123]])
+        # Within 3 of (1 - rate) N = 60.5.
+        assert abs(len(noisy.indices) - 60.5) <= 3
+    kept = np.array(kept)
+    # Never a class of one (the sampler could not draw it): 2 or none where 0.5 * n_c < 2.
+    assert set(kept[:, 0]) == {0} and set(kept[:, 1]) == {0, 2} and set(kept[:, 2]) == {0, 2}
+    assert set(kept[:, 3]) == {2, 3} and set(kept[:, 4]) == {5} and set(kept[:, 5]) == {50}
+    # Unbiased per class: 1, 1.5, 2.5 samples on average (the old rule kept 1, 1, 2, 2).
+    np.testing.assert_allclose(kept[:, 1:4].mean(axis=0), [1, 1.5, 2.5], atol=0.15)
 
 
 def test_topline_rate_zero_keeps_everything_and_seeds_pick_different_subsets():
@@ -405,3 +415,30 @@ def test_the_config_group_has_every_model():
 )
 def test_each_paper_table_composes_its_published_noise_model(experiment, model):
     assert type(compose_node("noise", f"experiment={experiment}")) is model
+
+
+def test_the_sop_topline_sweep_composes_and_samples_every_kept_image():
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(
+            "config", overrides=["experiment=le2019/fig1_sop", "noise=topline"], return_hydra_config=True
+        )
+    GlobalHydra.instance().clear()
+    rates = [float(r) for r in str(cfg.hydra.sweeper.params["noise.rate"]).split(",")]
+    assert max(rates) == 0.7
+    # SOP's training classes hold 2-12 images.
+    labels = np.repeat(np.arange(220), np.arange(220) % 11 + 2)
+    for rate in rates:
+        noisy = instantiate(cfg.noise, rate=rate).apply(labels)
+        sampler = PKSampler(
+            noisy.observed,
+            P=cfg.data.P,
+            K=cfg.data.K,
+            small_classes=cfg.data.small_classes,
+            batches_per_epoch=1000 if rate == 0.7 else None,
+        )
+        # Every kept image is in a class the sampler draws from (the old topline kept lone images).
+        drawable = np.sort(np.concatenate(sampler.members))
+        np.testing.assert_array_equal(drawable, np.arange(len(noisy.indices)), err_msg=f"noise.rate={rate}")
+    # And is drawn.
+    np.testing.assert_array_equal(np.unique(np.concatenate(list(sampler))), drawable)

@@ -81,3 +81,10 @@ def test_distributed_ranks_split_the_single_process_batch():
     for whole, b0, b1 in zip(single, *ranks, strict=True):
         assert b0 + b1 == whole
         assert not set(labels[b0]) & set(labels[b1])
+
+
+def test_small_classes_replace_accepts_every_class_smaller_than_k():
+    # Le & Odobez's SOP topline at p = 0.7 keeps at most 4 images of a class, with K = 5.
+    labels = labels_with_counts([2, 3, 4, 4, 2])
+    drawn = np.concatenate(list(PKSampler(labels, P=2, K=5, small_classes="replace", batches_per_epoch=40)))
+    assert set(drawn) == set(range(len(labels)))
