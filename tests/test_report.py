@@ -940,3 +940,25 @@ def test_bdml_beats_dml_in_ms_celeb_map(tmp_path: Path, bdml: tuple, status: str
     assert verdict.status == status
     (comparison,) = verdict.comparisons
     assert comparison.metric == "test/map"
+
+
+def test_claims_with_bootstrap_intervals(tmp_path: Path) -> None:
+    # Random semi-hard's ratio 10 points above fixed's on two seeds, 2 and 18 on the others.
+    values = {("fixed_semihard", "uniform", 0.4): (0.70, 0.70, 0.70, 0.70)}
+    values[("random_semihard", "uniform", 0.4)] = (0.80, 0.80, 0.72, 0.88)
+    for miner in ("fixed_semihard", "random_semihard"):
+        values[(miner, "topline", 0.4)] = (1.0,) * 4
+    le_runs(tmp_path / "runs", values)
+    groups = group_runs(collect([tmp_path / "runs"]))
+    verdict = {v.claim.id: v for v in claims.evaluate(groups, interval="bootstrap")}["le2019-ratio"]
+    (comparison,) = verdict.comparisons
+    assert comparison.result.interval == "bootstrap" and verdict.status == claims.HELD
+    # The bootstrap interval lies within the extremes of the differences, 0.02 and 0.18.
+    assert 0.02 <= comparison.result.ci_low < 0.10 < comparison.result.ci_high <= 0.18
+    claims.write_claims_csv([verdict], tmp_path / "claims.csv")
+    with (tmp_path / "claims.csv").open() as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["interval"] == "bootstrap" and float(row["ci_low"]) == pytest.approx(comparison.result.ci_low)
+    assert "percentile bootstrap interval over seeds" in claims.markdown([verdict])
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "runs"), "--interval", "jackknife", "--out", str(tmp_path / "reports")])

@@ -10,12 +10,16 @@ import pytest
 from scipy import stats
 
 from noisydml.report.statistics import (
+    BOOTSTRAP,
+    BOOTSTRAP_SEED,
     CONTRADICTED,
     HELD,
     INCONCLUSIVE,
+    RESAMPLES,
     at_most,
     combine,
     equivalence,
+    interval_kind,
     paired,
     seeds_for,
 )
@@ -112,3 +116,41 @@ def test_at_most_a_margin():
     assert at_most(small, 0.01) == HELD
     assert at_most(small, 0.002) == CONTRADICTED
     assert at_most(small, 0.005) == INCONCLUSIVE
+
+
+def test_bootstrap_interval_and_p_value_by_hand():
+    # Two seeds, differences 0.01 and 0.05: a resample's mean is 0.01, 0.03 or 0.05 with chances 1/4,
+    # 1/2, 1/4, so the 2.5% and 97.5% percentiles are the two differences, and no resample is <= 0.
+    two = paired({0: 0.81, 1: 0.85}, {0: 0.80, 1: 0.80}, interval=BOOTSTRAP)
+    assert (two.ci_low, two.ci_high) == pytest.approx((0.01, 0.05))
+    assert two.p_value == 0 and two.verdict == HELD and two.interval == BOOTSTRAP
+    # Three seeds, differences -0.01, 0.02, 0.05: of the 27 equally likely resamples, 1 has every value
+    # -0.01 (mean -0.01) and 3 have two -0.01 and one 0.02 (mean 0): P(mean <= 0) = 4/27, p = 8/27.
+    # Each extreme resample has chance 1/27 > 2.5%, so the interval is [-0.01, 0.05]: inconclusive.
+    three = paired({0: 0.79, 1: 0.82, 2: 0.85}, {0: 0.8, 1: 0.8, 2: 0.8}, interval=BOOTSTRAP)
+    assert (three.ci_low, three.ci_high) == pytest.approx((-0.01, 0.05))
+    assert three.p_value == pytest.approx(8 / 27, abs=0.02)
+    assert three.verdict == INCONCLUSIVE
+    # The t-interval of the same seeds is wider: 0.02 +- 4.302653 * 0.03 / sqrt(3) = 0.02 +- 0.0745241.
+    t = paired({0: 0.79, 1: 0.82, 2: 0.85}, {0: 0.8, 1: 0.8, 2: 0.8})
+    assert (t.ci_low, t.ci_high) == pytest.approx((0.02 - 0.0745241, 0.02 + 0.0745241), abs=1e-6)
+
+
+def test_bootstrap_matches_scipy_and_is_chosen_for_a_block():
+    a, b = synthetic(0.03, 0.02, 8)
+    differences = np.array([a[s] - b[s] for s in range(8)])
+    reference = stats.bootstrap(
+        (differences,),
+        np.mean,
+        n_resamples=RESAMPLES,
+        method="percentile",
+        random_state=np.random.default_rng(BOOTSTRAP_SEED),
+    ).confidence_interval
+    with interval_kind(BOOTSTRAP):
+        result = paired(a, b)
+    assert result.interval == BOOTSTRAP
+    assert (result.ci_low, result.ci_high) == pytest.approx((reference.low, reference.high), rel=1e-12)
+    # Outside the block the default is the t-interval again.
+    assert paired(a, b).interval == "t"
+    with pytest.raises(ValueError, match="interval='jackknife' is not one of t, bootstrap"):
+        paired(a, b, interval="jackknife")

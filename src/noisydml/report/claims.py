@@ -9,9 +9,10 @@ where their other overrides agree (same noise model, embedding size, ...), or, w
 single row, against each other.
 
 Every comparison is paired by seed (both methods trained on the same noisy labels and sampler): the mean
-difference in the paper's direction, its 95% t-interval and a paired t-test's p-value
-(``noisydml.report.statistics``). A claim over several comparisons ("at every noise rate") holds when
-each interval lies above zero, is contradicted when one lies below, and is inconclusive otherwise.
+difference in the paper's direction, its 95% t-interval and a paired t-test's p-value, or with
+``interval="bootstrap"`` the percentile bootstrap over seeds (``noisydml.report.statistics``). A claim
+over several comparisons ("at every noise rate") holds when each interval lies above zero, is
+contradicted when one lies below, and is inconclusive otherwise.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ from noisydml.report.statistics import (
     INCONCLUSIVE,
     MAX_SEEDS,
     Paired,
+    T,
     at_most,
     combine,
     equivalence,
+    interval_kind,
     paired,
 )
 from noisydml.report.tables import (
@@ -124,11 +127,17 @@ class Verdict:
         return max(n for n in open_ if n is not None)
 
 
-def evaluate(groups: list[Group], claims: Iterable[Claim] | None = None) -> list[Verdict]:
-    """Every claim in every group that runs one of its methods; a claim no group touches is reported
-    once, as not evaluated, naming the runs it needs."""
+def evaluate(groups: list[Group], claims: Iterable[Claim] | None = None, interval: str = T) -> list[Verdict]:
+    """Every claim in every group that runs one of its methods, its comparisons with ``interval``
+    intervals (``t`` or ``bootstrap``); a claim no group touches is reported once, as not evaluated,
+    naming the runs it needs."""
+    with interval_kind(interval):
+        return _evaluate(groups, claims if claims is not None else CLAIMS)
+
+
+def _evaluate(groups: list[Group], claims: Iterable[Claim]) -> list[Verdict]:
     verdicts = []
-    for claim in claims if claims is not None else CLAIMS:
+    for claim in claims:
         found = False
         for group in groups:
             outcome = claim.check(group)
@@ -168,13 +177,20 @@ def _seeds(verdict: Verdict) -> str:
     return f"{fewest}; {needed} to decide" if needed else f"{fewest}; more than {MAX_SEEDS} to decide"
 
 
+def _interval_name(verdicts: list[Verdict]) -> str:
+    kind = next((c.result.interval for v in verdicts for c in v.comparisons), T)
+    if kind == T:
+        return "t-interval (points for %-metrics) and a paired t-test's p"
+    return "percentile bootstrap interval over seeds (points for %-metrics) and the bootstrap's two-sided p"
+
+
 def markdown(verdicts: list[Verdict]) -> str:
     counts = {s: sum(v.status == s for v in verdicts) for s in STATUSES}
     out = [
         "# Claims\n",
         ", ".join(f"{counts[s]} {s}" for s in STATUSES) + ". "
         "Each comparison is paired by seed: the mean difference in the paper's direction with its 95% "
-        "t-interval (points for %-metrics) and a paired t-test's p. held: every interval above zero; "
+        f"{_interval_name(verdicts)}. held: every interval above zero; "
         "contradicted: one below zero; inconclusive: an interval across zero. `seeds`: the fewest seeds "
         "a comparison has, and for an inconclusive claim how many would decide it with 80% power at the "
         "observed effect. `effect` is the comparison the verdict rests on; `claims.csv` has every one.\n",
@@ -215,6 +231,7 @@ CLAIM_FIELDS = (
     "seeds_needed",
     "verdict",
     "claim_verdict",
+    "interval",
 )
 
 
@@ -244,6 +261,7 @@ def write_claims_csv(verdicts: list[Verdict], path: Path) -> Path:
                         "n_seeds": r.n_seeds,
                         "seeds_needed": needed or "",
                         "verdict": c.verdict,
+                        "interval": r.interval,
                     }
                 )
     return Path(path)

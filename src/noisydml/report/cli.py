@@ -21,6 +21,7 @@ from noisydml.report.calculator import DEFAULT_ETAS, theory_text
 from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect
 from noisydml.report.plots import draw_table
 from noisydml.report.published import load_published
+from noisydml.report.statistics import INTERVALS, T
 from noisydml.report.tables import (
     Table,
     group_runs,
@@ -55,8 +56,10 @@ def write_report(
     name: str | None = None,
     etas: Sequence[float] = DEFAULT_ETAS,
     metrics: Sequence[str] | None = None,
+    interval: str = T,
 ) -> Report:
-    """Read the runs under ``paths`` and write the report to ``out/<name>``."""
+    """Read the runs under ``paths`` and write the report to ``out/<name>``; the claims' comparisons get
+    ``interval`` intervals (``t`` or ``bootstrap``)."""
     runs = collect([Path(p) for p in paths])
     if not runs:
         raise ValueError(
@@ -69,7 +72,7 @@ def write_report(
     directory.mkdir(parents=True, exist_ok=True)
     published = load_published()
     tables = [pivot(group) for group in groups]
-    verdicts = claims_module.evaluate(groups)
+    verdicts = claims_module.evaluate(groups, interval=interval)
     figures = [figure for table in tables for figure in draw_table(table, figures_dir, etas)]
 
     claims_md = claims_module.markdown(verdicts)
@@ -147,6 +150,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--metrics", nargs="+", help="only these metrics in the Markdown tables (e.g. test/recall@1)"
     )
     parser.add_argument(
+        "--interval",
+        choices=INTERVALS,
+        default=T,
+        help="the claims' 95%% intervals: Student's t (default) or the percentile bootstrap over seeds",
+    )
+    parser.add_argument(
         "--theory", action="store_true", help="print Le & Odobez's pair noise and triplet bound"
     )
     parser.add_argument("--p", type=float, help="with --theory: the sample label noise rate")
@@ -168,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.paths:
         parser.error("give sweep or run directories, e.g. noisydml-report outputs/sweeps/<name>/<time>")
     try:
-        report = write_report(args.paths, args.out, args.name, args.eta, args.metrics)
+        report = write_report(args.paths, args.out, args.name, args.eta, args.metrics, args.interval)
     except (ValueError, FileNotFoundError) as error:
         parser.error(str(error))
     for verdict in report.verdicts:
