@@ -278,6 +278,26 @@ def read_epoch_logs(run_dir: Path) -> list[dict[str, float]]:
     return [{k: float(v) for k, v in r.items() if v} for r in rows]
 
 
+@pytest.mark.parametrize("age_max", [3.0])
+def test_digits_schedule_ends_at_lambda_inf_with_mu_equal_to_it(compose_config, age_max):
+    # Algorithm 1's age grows to lambda_inf and the paper sets mu = lambda_inf: the digits comparison's
+    # 5 epochs must spend their last weight step at the tuned lambda_inf, whatever it is in [1, 5].
+    cfg = compose_config(
+        "experiment=digits/zhang2023_noise",
+        "method=zhang2023/bspml",
+        f"loss.age_max={age_max}",
+        "data.batches_per_epoch=1",
+        "loss.weight_sweeps=0.1",
+        "data.val_fraction=0",
+        tiny=False,
+    )
+    assert cfg.loss.mu == age_max and cfg.trainer.max_epochs == 5
+    train(cfg)
+    ages = [log["train/age"] for log in read_epoch_logs(Path(cfg.paths.output_dir))]
+    assert len(ages) == 5 and ages[0] < age_max
+    assert ages[-1] == pytest.approx(age_max) and ages == sorted(ages)
+
+
 @pytest.mark.slow
 def test_digits_flipped_samples_end_with_lower_weights(compose_config):
     # 30% of every class flipped. A shorter schedule than the default's (age 4 -> 5 over five epochs,

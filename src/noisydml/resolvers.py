@@ -16,3 +16,7 @@ OmegaConf.register_new_resolver(
 )
 # ``name: ${noisydml.run_name:${hydra:runtime.choices.experiment}}`` in the per-paper protocols.
 OmegaConf.register_new_resolver("noisydml.run_name", run_name, replace=True)
+# ``age_init: ${noisydml.times:0.8,${.age_max}}`` in conf/loss/bspml.yaml: a value that scales with another.
+OmegaConf.register_new_resolver(
+    "noisydml.times", lambda factor, value: float(factor) * float(value), replace=True
+)

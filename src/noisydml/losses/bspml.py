@@ -34,8 +34,10 @@ Where the age is well below 2 mean(xi+) (on digits, N_c ~ 126: xi+ ~ 2.4, so any
 weights settle near lambda / (2 mean(xi+)) for every sample alike: the per-sample signal in G,
 w_bar_c xi+_a, is then far smaller than the sampling noise of G_p, which grows with the spread of the
 partners' weights. Near the top of the paper's range (lambda ~ 5) the partners' weights stay near 1,
-G_p is nearly noise-free and the flipped samples are the ones that lose weight; hence the defaults
-(lambda_0 4, c 1.05, lambda_inf 5) and small steps over many updates (gamma 10, 30 sweeps).
+G_p is nearly noise-free and the flipped samples are the ones that lose weight; hence small steps
+over many updates (gamma 10, 30 sweeps). The paper tunes lambda_inf in [1, 5] per data set;
+``conf/loss/bspml.yaml`` starts the age at 0.8 lambda_inf and grows it by 1.1, so it reaches lambda_inf
+at the fourth weight step.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class BSPMLLoss(MultiSimilarityLoss):
         beta: float = 50.0,
         rho: float = 1.0,
         age_init: float = 4.0,
-        age_growth: float = 1.05,
+        age_growth: float = 1.1,
         age_max: float = 5.0,
         mu: float = 5.0,
         weight_lr: float = 10.0,
