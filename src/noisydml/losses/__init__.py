@@ -9,10 +9,11 @@ and one negative pair gets the formula's value instead of PML's zero (``noisydml
 BSPML (Zhang et al. 2023) is ``BSPMLLoss``; of its baselines, RDML's rescaled hinge is not in PML
 (``RescaledHingeTripletLoss``) and PML's Proxy-Anchor needs its proxies sized from the data
 (``ProxyAnchorLoss``), as does Levi et al.'s ProxyNCA baseline (``ProxyNCALoss``); the others are
-PML's, targeted directly.
+PML's, targeted directly. ``BatchSizeReducer`` is Caffe's normalisation, for Yu et al.'s lambda grid.
 """
 
 from noisydml.losses.adapted_triplet import AdaptedTripletLoss
+from noisydml.losses.batch_size_reducer import BatchSizeReducer
 from noisydml.losses.bayesian_triplet import BayesianTripletLoss
 from noisydml.losses.bspml import BSPMLLoss
 from noisydml.losses.margin import ClassBetaMarginLoss
@@ -25,6 +26,7 @@ from noisydml.losses.trimmed import TrimmedLoss
 
 __all__ = [
     "AdaptedTripletLoss",
+    "BatchSizeReducer",
     "BayesianTripletLoss",
     "BSPMLLoss",
     "ClassBetaMarginLoss",

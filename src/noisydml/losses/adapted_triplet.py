@@ -125,17 +125,17 @@ class AdaptedTripletLoss(TripletMarginLoss, TrainingHooks):
     """``L_triplet + match_weight * L_match`` (Yu et al. Eq. 15), plus ``unlabeled_weight * L_semi``.
 
     PML's interface: ``loss(embeddings, labels, indices_tuple)``, where ``indices_tuple`` are the
-    selected triplets D_S. Yu et al. select FaceNet's semi-hard triplets, Eq. 7,
-    ``d2_ap <= d2_an < d2_ap + alpha`` on squared distances: ``conf/miner/facenet_semihard.yaml``
-    (PML's ``TripletMarginMiner``, ``type_of_triplets="semihard"``). Departure: the paper draws one of those
-    negatives at random per positive pair, PML keeps them all; neither project miner has Eq. 7's band
-    (``RandomSemihardMiner`` also takes hard negatives, d_an < d_ap; ``FixedSemihardMiner`` takes the
-    hardest semi-hard one). All triplets D_T come from the labels alone. Without ``indices_tuple`` the
-    triplet loss uses every triplet, D_S = D_T, and L_match is 0.
+    selected triplets D_S. Yu et al. draw, for every anchor-positive pair, one negative at random with
+    ``d2_ap <= d2_an < d2_ap + alpha`` on squared distances (Sec. 3.2, Eq. 7):
+    :class:`noisydml.miners.SemihardPerPairMiner` (``miner=semihard_per_pair``); PML's
+    ``TripletMarginMiner`` (``miner=facenet_semihard``) keeps every such negative. All triplets D_T come
+    from the labels alone. Without ``indices_tuple`` the triplet loss uses every triplet, D_S = D_T, and
+    L_match is 0.
 
     ``L_triplet`` is PML's ``TripletMarginLoss`` on the same triplets (squared L2 on the unit sphere by
-    default, Eq. 4, 8), averaged by the reducer (``MeanReducer``: the paper's sum over D_S divided by |D_S|,
-    the project's empirical risk; the paper's lambda values were set against its own Caffe normalisation).
+    default, Eq. 4, 8), reduced by the reducer: ``MeanReducer`` by default (Eq. 8's sum over D_S divided
+    by |D_S|), :class:`noisydml.losses.BatchSizeReducer` for the sum divided by the batch size, Caffe's
+    normalisation under which the paper's lambda values were set (``method=yu2018/adapted_triplet``).
     With ``match_weight=0`` the value and gradient are exactly PML's. Both class means carry gradient:
     the loss moves the embeddings so that the selected points' class means follow the batch's.
 

@@ -6,7 +6,7 @@ Batch-hard, distance-weighted and multi-similarity mining are PML's, targeted di
 
 from noisydml.miners.all_triplets import AllTripletsMiner
 from noisydml.miners.easy_positive import EasyPositiveMiner, NegativeRule
-from noisydml.miners.semihard import FixedSemihardMiner, RandomSemihardMiner
+from noisydml.miners.semihard import FixedSemihardMiner, RandomSemihardMiner, SemihardPerPairMiner
 
 __all__ = [
     "AllTripletsMiner",
@@ -14,4 +14,5 @@ __all__ = [
     "NegativeRule",
     "FixedSemihardMiner",
     "RandomSemihardMiner",
+    "SemihardPerPairMiner",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from pytorch_metric_learning.distances import BaseDistance
+from pytorch_metric_learning.distances import BaseDistance, LpDistance
 from pytorch_metric_learning.miners import BaseMiner
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
@@ -97,3 +97,28 @@ class FixedSemihardMiner(_OneToOneMiner):
         farther = d_an.masked_fill_(d_an <= d_ap, torch.inf)
         negatives = farther.argmin(dim=1)
         return negatives, farther.gather(1, negatives.unsqueeze(1)).squeeze(1) < torch.inf
+
+
+class SemihardPerPairMiner(_OneToOneMiner):
+    """FaceNet's semi-hard selection as Yu et al. 2018 state it (Sec. 3.2, Eq. 7): every ordered positive
+    pair (a, p), a != p, with **one** negative drawn uniformly at random among those with
+    ``d_ap <= d_an < d_ap + margin``, on the squared Euclidean distance of the normalised embeddings by
+    default (Eq. 4). PML's ``TripletMarginMiner(type_of_triplets="semihard")`` keeps every such negative
+    instead, so a pair enters the loss and the matching term of Eq. 12 once per semi-hard negative.
+
+    A pair with no negative in the band is dropped (``num_pairs_without_negative``): Eq. 7 gives it none.
+    The draw uses torch's global generator.
+    """
+
+    def __init__(self, margin: float = 0.2, distance: BaseDistance | None = None, **kwargs):
+        super().__init__(distance=distance, **kwargs)
+        self.margin = margin
+        self.add_to_recordable_attributes(name="margin", is_stat=False)
+
+    def get_default_distance(self) -> BaseDistance:
+        return LpDistance(normalize_embeddings=True, p=2, power=2)
+
+    def pick(self, d_ap: torch.Tensor, d_an: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # Same-class items are at +inf, never below d_ap + margin.
+        negatives = draw_one((d_an >= d_ap) & (d_an < d_ap + self.margin))
+        return negatives, negatives < d_an.shape[1]
