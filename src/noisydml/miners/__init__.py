@@ -4,15 +4,17 @@ Batch-hard, distance-weighted and multi-similarity mining are PML's, targeted di
 ``conf/miner/``.
 """
 
-from noisydml.miners.all_triplets import AllTripletsMiner
-from noisydml.miners.easy_positive import EasyPositiveMiner, NegativeRule
+from noisydml.miners.all_triplets import AllTripletsMiner, RandomTripletsMiner
+from noisydml.miners.easy_positive import EasyPositiveMiner, NegativeRule, RandomPositiveMiner
 from noisydml.miners.semihard import FixedSemihardMiner, RandomSemihardMiner, SemihardPerPairMiner
 
 __all__ = [
     "AllTripletsMiner",
     "EasyPositiveMiner",
     "NegativeRule",
+    "RandomPositiveMiner",
     "FixedSemihardMiner",
     "RandomSemihardMiner",
+    "RandomTripletsMiner",
     "SemihardPerPairMiner",
 ]

@@ -16,12 +16,15 @@ from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
 from noisydml.miners.draw import draw_one
 
+# What an anchor without a semi-hard negative gets (SemihardNegatives.fallback).
+FALLBACKS = ("none", "random")
+
 
 class NegativeRule:
     """How EPS picks each anchor's negative; this base allows every sample of another class.
 
     ``dist`` is always a distance (the miner negates a similarity), ``d_ap`` each anchor's distance to
-    its easy positive, ``allowed`` the negatives of another class that :meth:`candidates` allows.
+    its positive, ``allowed`` the negatives of another class that :meth:`candidates` allows.
     """
 
     # The rule's ``miner.negatives`` name.
@@ -34,9 +37,9 @@ class NegativeRule:
     def check(self, distance: BaseDistance) -> None:
         """Raise when the rule cannot work with the miner's ``distance``."""
 
-    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor) -> torch.Tensor:
-        """Which samples the rule allows as each anchor's negative (class aside)."""
-        return torch.ones_like(dist, dtype=torch.bool)
+    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor, is_negative: torch.Tensor) -> torch.Tensor:
+        """Which of each anchor's negatives (``is_negative``: of another class) the rule allows."""
+        return is_negative
 
     def weights(self, dist: torch.Tensor, allowed: torch.Tensor, dim: int) -> torch.Tensor:
         """How likely each allowed negative is to be drawn (rows of anchors): uniformly."""
@@ -61,16 +64,27 @@ class RandomNegatives(NegativeRule):
 
 class SemihardNegatives(NegativeRule):
     """A negative uniform among the FaceNet semi-hard ones (Schroff et al. 2015, Sec. 3.2),
-    ``d_ap < d_an < d_ap + margin``: farther than the easy positive but inside the margin (EPS + Trip. +
-    SH). Keep ``margin`` equal to the triplet loss's."""
+    ``d_ap < d_an < d_ap + margin``: farther than the positive but inside the margin (EPS + Trip. +
+    SH). Keep ``margin`` equal to the triplet loss's.
+
+    ``fallback`` says what an anchor without a semi-hard negative gets: ``none`` drops it, ``random``
+    gives it a negative uniform among all of its negatives, as the semi-hard sampler of Roth et al.'s
+    framework does (the one Levi et al. ran; without it, well-separated batches lose most anchors).
+    """
 
     name = "semihard"
 
-    def __init__(self, margin: float = 0.2):
+    def __init__(self, margin: float = 0.2, fallback: str = "none"):
+        if fallback not in FALLBACKS:
+            raise ValueError(f"miner.fallback={fallback!r} is not one of {', '.join(FALLBACKS)}")
         self.margin = margin
+        self.fallback = fallback
 
-    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor) -> torch.Tensor:
-        return (dist > d_ap) & (dist < d_ap + self.margin)
+    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor, is_negative: torch.Tensor) -> torch.Tensor:
+        semihard = is_negative & (dist > d_ap) & (dist < d_ap + self.margin)
+        if self.fallback == "none":
+            return semihard
+        return torch.where(semihard.any(dim=1, keepdim=True), semihard, is_negative)
 
 
 class DistanceWeightedNegatives(NegativeRule):
@@ -100,8 +114,8 @@ class DistanceWeightedNegatives(NegativeRule):
                 "unit sphere (LpDistance with normalize_embeddings=true, p=2, power=1, or null)"
             )
 
-    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor) -> torch.Tensor:
-        return dist < self.nonzero_loss_cutoff
+    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor, is_negative: torch.Tensor) -> torch.Tensor:
+        return is_negative & (dist < self.nonzero_loss_cutoff)
 
     def weights(self, dist: torch.Tensor, allowed: torch.Tensor, dim: int) -> torch.Tensor:
         """``q(d)^-1`` of Wu et al. 2017 (Sec. 4) for the allowed entries, 0 elsewhere, row max 1.
@@ -130,9 +144,9 @@ class MultiSimilarityNegatives(NegativeRule):
     def default_distance(self) -> BaseDistance:
         return CosineSimilarity()
 
-    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor) -> torch.Tensor:
+    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor, is_negative: torch.Tensor) -> torch.Tensor:
         # S_an > S_ap - epsilon, with dist = -S.
-        return dist - self.epsilon < d_ap
+        return is_negative & (dist - self.epsilon < d_ap)
 
     def tuples(
         self, keep: torch.Tensor, positives: torch.Tensor, allowed: torch.Tensor, dist: torch.Tensor, dim: int
@@ -152,33 +166,32 @@ NEGATIVE_RULES: dict[str, type[NegativeRule]] = {
 class EasyPositiveMiner(BaseMiner):
     """One tuple per anchor: the positive is ``p_a = argmin_{t in C_a} ||f(t) - f(a)||`` (Sec. 4.3),
     the negative by the rule ``negatives`` (a :class:`NegativeRule`, or a name in
-    :data:`NEGATIVE_RULES` made with its parameters among ``margin`` (semihard), ``cutoff`` and
-    ``nonzero_loss_cutoff`` (distance_weighted) and ``epsilon`` (multi_similarity); a rule object carries
-    its own, so those keys are then ignored).
+    :data:`NEGATIVE_RULES` made with its parameters among ``margin`` and ``fallback`` (semihard),
+    ``cutoff`` and ``nonzero_loss_cutoff`` (distance_weighted) and ``epsilon`` (multi_similarity); a rule
+    object carries its own, so those keys are then ignored).
 
     Ties among positives go to the lowest batch index; random draws use torch's global generator (seeded
     by Lightning's ``seed_everything``).
 
-    An anchor without a same-class sample in the batch has no EPS positive and yields nothing
+    An anchor without a same-class sample in the batch has no positive and yields nothing
     (``num_anchors_without_positive``). One whose negatives all fail the rule yields nothing either
-    (``num_anchors_without_negative``, also every anchor of a single-class batch): semi-hard mining
-    leaves out the negatives closer than the positive on purpose and those past the margin have zero
-    loss, Wu's cutoff leaves out only zero-loss negatives, and an MS anchor without an informative
-    negative is skipped with its positive pair, as the MS code of the framework Levi et al. ran (Roth et
-    al. 2020) skips it. That framework's semi-hard sampler instead falls back to a random negative; a
-    negative outside the rule is a different miner, and the project's other semi-hard miners drop such
-    tuples too. Both counts are PML recordable stats.
+    (``num_anchors_without_negative``, also every anchor of a single-class batch), unless the rule
+    falls back (semihard with ``fallback=random``, Roth et al.'s sampler, the framework Levi et al. ran):
+    Wu's cutoff leaves out only zero-loss negatives, and an MS anchor without an informative negative is
+    skipped with its positive pair, as the MS code of that framework skips it. Both counts are PML
+    recordable stats.
 
     ``distance`` None uses the rule's own: cosine similarity for ``multi_similarity`` (its ``epsilon``
     is a similarity margin), Euclidean distance on the unit sphere otherwise (the units of ``margin``
-    and of Wu's cutoffs; keep it equal to the loss's distance). A similarity is negated so that
-    "nearest" and the rules read the same for both.
+    and of Wu's cutoffs; Roth et al.'s semi-hard band is on this distance while their triplet loss is on
+    its square). A similarity is negated so that "nearest" and the rules read the same for both.
     """
 
     def __init__(
         self,
         negatives: str | NegativeRule = "semihard",
         margin: float = 0.2,
+        fallback: str = "none",
         cutoff: float = 0.5,
         nonzero_loss_cutoff: float = 1.4,
         epsilon: float = 0.1,
@@ -189,6 +202,7 @@ class EasyPositiveMiner(BaseMiner):
             negatives = negative_rule(
                 negatives,
                 margin=margin,
+                fallback=fallback,
                 cutoff=cutoff,
                 nonzero_loss_cutoff=nonzero_loss_cutoff,
                 epsilon=epsilon,
@@ -202,6 +216,11 @@ class EasyPositiveMiner(BaseMiner):
             list_of_names=["num_anchors_without_positive", "num_anchors_without_negative"], is_stat=True
         )
 
+    def positives(self, dist: torch.Tensor, is_positive: torch.Tensor) -> torch.Tensor:
+        """Each anchor's positive, the easy one: its nearest same-class sample (any index when it has
+        none). argmin returns the first minimum, so ties go to the lowest index."""
+        return torch.where(is_positive, dist, torch.inf).argmin(dim=1)
+
     def mine(
         self,
         embeddings: torch.Tensor,
@@ -214,14 +233,23 @@ class EasyPositiveMiner(BaseMiner):
             dist = -dist
         is_positive, is_negative = (m.bool() for m in lmu.get_matches_and_diffs(labels, ref_labels))
         has_positive = is_positive.any(dim=1)
-        # argmin returns the first minimum, so ties go to the lowest index.
-        positives = torch.where(is_positive, dist, torch.inf).argmin(dim=1)
+        positives = self.positives(dist, is_positive).clamp(max=dist.shape[1] - 1)
         d_ap = dist.gather(1, positives.unsqueeze(1))
-        allowed = is_negative & self.negatives.candidates(dist, d_ap)
+        allowed = self.negatives.candidates(dist, d_ap, is_negative)
         keep = has_positive & allowed.any(dim=1)
         self.num_anchors_without_positive = int((~has_positive).sum())
         self.num_anchors_without_negative = int((has_positive & ~keep).sum())
         return self.negatives.tuples(keep, positives, allowed, dist, embeddings.size(1))
+
+
+class RandomPositiveMiner(EasyPositiveMiner):
+    """The baselines of Levi et al. (Table 1's "Triplet", Tables 2-4's "Trip. + SH"): one tuple per anchor
+    as :class:`EasyPositiveMiner`, with the positive drawn uniformly among the anchor's same-class
+    samples instead of the nearest one, as Roth et al.'s samplers draw it. With the same negative rule,
+    a baseline and its EPS variant differ only in the positive (Levi Sec. 4.3, 5.2.3)."""
+
+    def positives(self, dist: torch.Tensor, is_positive: torch.Tensor) -> torch.Tensor:
+        return draw_one(is_positive)
 
 
 def negative_rule(name: str, **parameters: float) -> NegativeRule:

@@ -1,0 +1,165 @@
+"""Levi et al. 2021 as Roth et al.'s framework samples it: the baselines and their EPS variants take one
+tuple per anchor and differ only in the positive, semi-hard falls back to a random negative, and the
+trimmed loss trims batch-size random triplets."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra.utils import instantiate
+from pytorch_metric_learning.distances import LpDistance
+
+import batches
+from batches import LABEL_SETS, as_list
+from configs import compose_node
+from noisydml.miners import EasyPositiveMiner, RandomPositiveMiner, RandomTripletsMiner
+from noisydml.train import train
+
+# A 16 x 10 batch, the size of Levi et al.'s Omniglot batches, in 8 dimensions.
+LABELS = torch.arange(16).repeat_interleave(10)
+
+BASELINES = [
+    ("levi2021/triplet", "levi2021/eps_triplet"),
+    ("levi2021/triplet_semihard", "levi2021/eps_triplet_semihard"),
+]
+
+
+def method(name: str):
+    """The miner and loss of ``method=name`` in the composed config."""
+    return compose_node("miner", f"method={name}"), compose_node("loss", f"method={name}")
+
+
+@pytest.mark.parametrize(("baseline", "eps"), BASELINES)
+def test_each_anchor_appears_once_in_a_baseline_and_its_eps_variant(baseline, eps):
+    # Before: Trip.+SH gave every positive pair x every semi-hard negative (hundreds of triplets per
+    # anchor) and Triplet every triplet of the batch (miner=all).
+    x = batches.random_batch(0, LABELS, dim=8)
+    for name in (baseline, eps):
+        miner, _ = method(name)
+        anchors, positives, negatives = miner(x, LABELS)
+        assert anchors.tolist() == list(range(len(LABELS))), name
+        assert (LABELS[positives] == LABELS[anchors]).all() and (positives != anchors).all()
+        assert (LABELS[negatives] != LABELS[anchors]).all()
+
+
+@pytest.mark.parametrize(("baseline", "eps"), BASELINES)
+def test_a_baseline_and_its_eps_variant_differ_only_in_the_positive(baseline, eps):
+    (base_miner, base_loss), (eps_miner, eps_loss) = method(baseline), method(eps)
+    assert type(base_miner) is RandomPositiveMiner and type(eps_miner) is EasyPositiveMiner
+    assert vars(base_miner.negatives) == vars(eps_miner.negatives)
+    assert type(base_miner.negatives) is type(eps_miner.negatives)
+    # Roth et al.: the semi-hard band on the Euclidean distance, the loss on its square.
+    for miner in (base_miner, eps_miner):
+        assert (miner.distance.power, miner.distance.normalize_embeddings) == (1, True)
+    for loss in (base_loss, eps_loss):
+        assert isinstance(loss.distance, LpDistance) and loss.distance.power == 2
+        assert loss.margin == 0.2
+
+
+def test_random_positive_is_uniform_over_the_same_class():
+    labels = LABEL_SETS["3x4"]
+    x = batches.random_batch(1, labels, dim=4)
+    miner = RandomPositiveMiner(negatives="random")
+    counts = Counter()
+    torch.manual_seed(0)
+    for _ in range(600):
+        a, p, _ = miner(x, labels)
+        assert a.tolist() == list(range(len(labels)))
+        counts.update(zip(a.tolist(), p.tolist(), strict=True))
+    # Each anchor of a class of 4 has 3 positives, each drawn about 200 times of 600.
+    assert set(counts) == {(a, p) for a in range(12) for p in range(12) if a != p and a // 4 == p // 4}
+    assert all(150 < c < 250 for c in counts.values())
+
+
+def test_eps_semihard_falls_back_to_a_random_negative():
+    # Well-separated classes: no negative is inside any anchor's margin, so the band is empty for all.
+    labels = torch.tensor([0, 0, 0, 1, 1, 1])
+    x = torch.tensor([[0.0], [0.01], [0.02], [5.0], [5.01], [5.02]])
+    plain = LpDistance(normalize_embeddings=False, p=2, power=1)
+    dropping = EasyPositiveMiner(negatives="semihard", fallback="none", distance=plain)
+    assert len(dropping(x, labels)[0]) == 0 and dropping.num_anchors_without_negative == 6
+    falling_back = EasyPositiveMiner(negatives="semihard", fallback="random", distance=plain)
+    torch.manual_seed(0)
+    draws = Counter()
+    for _ in range(300):
+        anchors, _, negatives = falling_back(x, labels)
+        assert anchors.tolist() == list(range(6)) and falling_back.num_anchors_without_negative == 0
+        draws.update(zip(anchors.tolist(), negatives.tolist(), strict=True))
+    # Uniform over the 3 negatives of each anchor.
+    assert set(draws) == {(a, n) for a in range(6) for n in range(6) if (a < 3) != (n < 3)}
+    assert all(60 < c < 140 for c in draws.values())
+
+
+def test_eps_semihard_keeps_the_band_when_it_has_one():
+    # b0 is inside a0's margin (d_ap 0.1, d_an 0.25 < 0.1 + 0.2); the fallback must not widen the choice.
+    labels = torch.tensor([0, 0, 1, 1])
+    x = torch.tensor([[0.0], [0.1], [0.25], [3.0]])
+    plain = LpDistance(normalize_embeddings=False, p=2, power=1)
+    miner = EasyPositiveMiner(negatives="semihard", fallback="random", distance=plain)
+    for seed in range(20):
+        torch.manual_seed(seed)
+        assert (0, 1, 2) in as_list(miner(x, labels))
+
+
+def test_eps_config_falls_back_by_default():
+    miner, _ = method("levi2021/eps_triplet_semihard")
+    assert miner.negatives.fallback == "random"
+    with pytest.raises(ValueError, match="miner.fallback='sometimes' is not one of none, random"):
+        EasyPositiveMiner(negatives="semihard", fallback="sometimes")
+
+
+def test_trimmed_triplet_trims_batch_size_random_triplets():
+    # Before: trimming over every triplet of the batch (miner=all), 16 x 10 -> 216,000 triplets.
+    miner, loss = method("levi2021/trimmed_triplet")
+    assert isinstance(miner, RandomTripletsMiner)
+    assert loss.loss.distance.power == 2
+    x = batches.random_batch(0, LABELS, dim=8)
+    torch.manual_seed(0)
+    a, p, n = miner(x, LABELS)
+    assert len(a) == len(LABELS)
+    assert len(set(zip(a.tolist(), p.tolist(), n.tolist(), strict=True))) == len(LABELS)
+    assert (LABELS[a] == LABELS[p]).all() and (a != p).all() and (LABELS[a] != LABELS[n]).all()
+
+
+def test_random_triplets_are_uniform_over_every_triplet():
+    labels = torch.tensor([0, 0, 1, 1])
+    # 4 anchors x 1 positive x 2 negatives = 8 triplets; draw 2 at a time.
+    miner = RandomTripletsMiner(num_triplets=2)
+    x = torch.zeros(4, 2)
+    torch.manual_seed(0)
+    counts = Counter()
+    for _ in range(800):
+        counts.update(as_list(miner(x, labels)))
+    assert len(counts) == 8 and all(150 < c < 250 for c in counts.values())
+    assert len(as_list(RandomTripletsMiner(num_triplets=100)(x, labels))) == 8
+    with pytest.raises(ValueError, match="miner.num_triplets=0"):
+        RandomTripletsMiner(num_triplets=0)
+
+
+EVEN_ODD = ["digits/levi2021_even_odd", "levi2021/table1_mnist_even_odd", "mnist5k/levi2021_even_odd"]
+
+
+@pytest.mark.parametrize("experiment", EVEN_ODD)
+@pytest.mark.parametrize("normalize", [False, True])
+def test_even_odd_normalisation_is_one_switch(compose_config, experiment, normalize):
+    # App. C's plain 2-unit output: before, the loss and the miner normalised the embedding anyway.
+    cfg = compose_config(f"experiment={experiment}", f"backbone.normalize={normalize}")
+    backbone, loss, miner = (instantiate(cfg[key]) for key in ("backbone", "loss", "miner"))
+    assert backbone.normalize is normalize
+    assert loss.distance.normalize_embeddings is normalize
+    assert miner.distance.normalize_embeddings is normalize
+
+
+def test_even_odd_embeddings_are_not_unit_norm_in_training_and_evaluation(compose_config):
+    cfg = compose_config(f"experiment={EVEN_ODD[0]}", "data.K=10", "seed=0")
+    backbone, loss, miner = (instantiate(cfg[key]) for key in ("backbone", "loss", "miner"))
+    distances = (loss.distance, miner.distance)
+    assert not backbone.normalize and not any(d.normalize_embeddings for d in distances)
+    train(cfg)
+    embeddings = np.load(Path(cfg.paths.output_dir) / "embeddings.npz")["embeddings"]
+    assert embeddings.shape[1] == 2
+    assert np.abs(np.linalg.norm(embeddings, axis=1) - 1).max() > 0.1
