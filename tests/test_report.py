@@ -21,6 +21,7 @@ from noisydml.report import claims
 from noisydml.report.calculator import theory_text
 from noisydml.report.cli import main, write_report
 from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect, method_config, with_choices
+from noisydml.report.plots import metric_series, num_classes, ratio_series, theory_lines
 from noisydml.report.published import load_published
 from noisydml.report.tables import group_runs, markdown, pivot
 
@@ -35,6 +36,7 @@ def write_run(
     config: dict,
     metrics: dict | None,
     logged: dict | None = None,
+    noise: dict | None = None,
 ) -> Path:
     """A run directory as ``noisydml`` leaves it; ``metrics=None`` leaves out results.json (a crash)."""
     (run_dir / ".hydra").mkdir(parents=True)
@@ -54,6 +56,8 @@ def write_run(
         (run_dir / "csv" / "metrics.csv").write_text("\n".join(rows) + "\n")
     if metrics is not None:
         results = {"status": "complete", "metrics": metrics, "config": config, "seed": config["seed"]}
+        if noise is not None:
+            results["noise"] = noise
         (run_dir / "results.json").write_text(json.dumps(results))
     return run_dir
 
@@ -973,3 +977,34 @@ def test_claims_with_bootstrap_intervals(tmp_path: Path) -> None:
     assert "percentile bootstrap interval over seeds" in claims.markdown([verdict])
     with pytest.raises(SystemExit):
         main([str(tmp_path / "runs"), "--interval", "jackknife", "--out", str(tmp_path / "reports")])
+
+
+def test_noise_plots_draw_95_percent_intervals_and_the_finite_k_bound(le_sweep: Path, tmp_path: Path) -> None:
+    (group,) = group_runs(collect([le_sweep]))
+    table = pivot(group)
+    (random,) = [s for s in metric_series(table, "test/recall@1") if s.label == "triplet + random_semihard"]
+    # Error bars are half the 95% t-interval, not the std: 13.1448 points at p = 0.4 (std 5.29).
+    assert random.error[random.x.index(0.4)] == pytest.approx(13.1448, abs=1e-4)
+    (ratio,) = [s for s in ratio_series(table, "test/recall@1") if s.label.startswith("triplet + random")]
+    # Ratios 0.8/0.9, 0.82/0.9, 0.9/0.9 on the three paired seeds: std 0.058794, t(0.975, 2) = 4.302653.
+    assert ratio.error[ratio.x.index(0.4)] == pytest.approx(4.302653 * 0.0587945 / math.sqrt(3), abs=1e-5)
+    # The runs do not say how many classes they trained on: Eq. 27's large-K bound, named as such.
+    assert num_classes(table) is None
+    assert theory_lines([2.0], num_classes(table)) == [
+        (pytest.approx(0.292893, abs=1e-6), "Eq. 27 (large K), η=2: p<0.29")
+    ]
+    # Ten classes: Eq. 24's bound, lower.
+    lines = theory_lines([1.5, 2.0, 4.0], 10)
+    assert [round(x, 3) for x, _ in lines] == [0.349, 0.249, 0.117]
+    assert lines[1][1] == "Eq. 24 at K=10, η=2: p<0.25"
+    for seed in range(2):
+        write_run(
+            tmp_path / f"k5_{seed}",
+            ["miner=random_semihard", "noise=uniform", "noise.rate=0.2", f"seed={seed}"],
+            choices={"loss": "triplet", "miner": "random_semihard", "noise": "uniform"},
+            config=le_config("random_semihard", "uniform", 0.2, seed),
+            metrics={"test/recall@1": 0.9},
+            noise={"num_classes": 5, "realized_rate": 0.2},
+        )
+    (group,) = group_runs(collect([tmp_path]))
+    assert num_classes(pivot(group)) == 5

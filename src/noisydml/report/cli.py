@@ -144,7 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=float,
         nargs="+",
         default=list(DEFAULT_ETAS),
-        help="hard/easy sampling skews whose Eq. 27 bound is drawn on noise plots and printed by --theory",
+        help="hard/easy sampling skews whose noise bound is drawn on noise plots (Eq. 24 at the runs' K) "
+        "and printed by --theory",
     )
     parser.add_argument(
         "--metrics", nargs="+", help="only these metrics in the Markdown tables (e.g. test/recall@1)"

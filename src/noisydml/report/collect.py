@@ -68,6 +68,8 @@ class Run:
     metrics: dict[str, float] = field(default_factory=dict)
     sweep: Path | None = None
     error: str = ""
+    # results.json's noise summary (num_classes trained on, realised rates) of a complete run.
+    noise: dict[str, Any] = field(default_factory=dict)
 
     @property
     def seed(self) -> Any:
@@ -349,7 +351,9 @@ def read_run(run_dir: Path, sweep: Path | None = None) -> Run:
     if results.get("status") in (FINISHED, LEGACY_FINISHED):
         metrics = {k: float(v) for k, v in (results.get("metrics") or {}).items() if _is_number(v)}
         metrics.update(last_logged(run_dir))
-        return Run(run.path, COMPLETE, overrides, results.get("config") or {}, choices, metrics, sweep)
+        config = results.get("config") or {}
+        noise = results.get("noise") or {}
+        return Run(run.path, COMPLETE, overrides, config, choices, metrics, sweep, noise=noise)
     config = results.get("config") or with_choices(
         (_read_yaml(run.config) or {}) if run.config.is_file() else {}, choices
     )

@@ -1,7 +1,9 @@
 """The papers' curves from our tables: one generic line plot (a metric against the column key, one line
-per method, error bars over seeds) and, per column key, which metrics to draw and which published
-figure each reproduces (``FIGURES``). Noise-rate plots also get the noisy / topline ratio (Le & Odobez
-Figs. 1d-3d, 4) and vertical lines at the triplet-loss bound of Eq. 27 for each eta asked for.
+per method, error bars the 95% t-interval of the mean over seeds) and, per column key, which metrics to
+draw and which published figure each reproduces (``FIGURES``). Noise-rate plots also get the noisy /
+topline ratio (Le & Odobez Figs. 1d-3d, 4) and vertical lines at the triplet-loss noise bound for each eta
+asked for: Eq. 24's finite-K bound at the number of classes the runs trained on, Eq. 27's large-K one
+when the runs do not say.
 
 Runs that leave an ``embeddings.npz`` (see :mod:`noisydml.report.collect`) also get a 2-d scatter of
 their test embeddings (Levi et al. Fig. 2; PCA when d > 2) and, when it lists image paths, a retrieval
@@ -22,8 +24,9 @@ from typing import Any
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from scipy import stats
 
-from noisydml.noise.theory import triplet_noise_bound
+from noisydml.noise.theory import finite_k_triplet_bound, triplet_noise_bound
 from noisydml.report.collect import COMPLETE, canonical
 from noisydml.report.tables import Table, is_percent, slug, topline_ratio
 from noisydml.rundir import RunDir
@@ -95,12 +98,13 @@ METRIC_NAMES = {
 
 @dataclass
 class Series:
-    """One line: a label, x positions, means and stds (nan: no error bar), and how to draw it."""
+    """One line: a label, x positions, means and the half-widths of their 95% intervals (nan: no error
+    bar), and how to draw it."""
 
     label: str
     x: list[float]
     mean: list[float]
-    std: list[float]
+    error: list[float]
     color: int = 0
     dashed: bool = False
 
@@ -131,9 +135,9 @@ def line_plot(
     hline: float | None = None,
     dodge: float = 0.01,
 ) -> Path:
-    """A line per series with error bars; ``vlines`` are ``(x, label)`` reference lines. Series are
-    shifted sideways by ``dodge`` x the x range each (linear axes) so their error bars do not hide
-    one another."""
+    """A line per series with 95% interval error bars; ``vlines`` are ``(x, label)`` reference lines.
+    Series are shifted sideways by ``dodge`` x the x range each (linear axes) so their error bars do not
+    hide one another."""
     fig = Figure(figsize=(7.0, 4.8), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -141,12 +145,12 @@ def line_plot(
     xs = [x for s in series for x in s.x]
     step = 0.0 if log2x or not xs else dodge * ((max(xs) - min(xs)) or 1.0)
     for i, s in enumerate(series):
-        std = [0.0 if math.isnan(v) else v for v in s.std]
+        error = [0.0 if math.isnan(v) else v for v in s.error]
         shift = step * (i - (len(series) - 1) / 2)
         ax.errorbar(
             [x + shift for x in s.x],
             s.mean,
-            yerr=std if any(std) else None,
+            yerr=error if any(error) else None,
             label=s.label,
             color=colors[s.color % len(colors)],
             linestyle="--" if s.dashed else "-",
@@ -200,14 +204,14 @@ def metric_series(table: Table, metric: str) -> list[Series]:
         for x, column in zip(xs, table.columns, strict=True):
             cell = row.cells.get(canonical(column))
             if cell and cell.values(metric):
-                points.append((x, cell.mean(metric), cell.std(metric)))
+                points.append((x, cell.mean(metric), cell.ci95(metric)))
         if points:
-            x, mean, std = (list(v) for v in zip(*points, strict=True))
-            series.append(Series(row.label, x, mean, std, colors[row.partner_key], row.topline))
+            x, mean, error = (list(v) for v in zip(*points, strict=True))
+            series.append(Series(row.label, x, mean, error, colors[row.partner_key], row.topline))
     if is_percent(metric):
         for s in series:
             s.mean = [v * 100 for v in s.mean]
-            s.std = [v * 100 for v in s.std]
+            s.error = [v * 100 for v in s.error]
     return series
 
 
@@ -221,19 +225,50 @@ def ratio_series(table: Table, metric: str) -> list[Series]:
             continue
         points = []
         for x, column in zip(xs, table.columns, strict=True):
-            mean, std, _ = topline_ratio(row, partner, column, metric)
+            mean, std, pairs = topline_ratio(row, partner, column, metric)
             if not math.isnan(mean):
-                points.append((x, mean, std))
+                points.append((x, mean, _half_interval(std, pairs)))
         if points:
-            x, mean, std = (list(v) for v in zip(*points, strict=True))
-            series.append(Series(f"{row.label} / topline", x, mean, std, colors[row.partner_key]))
+            x, mean, error = (list(v) for v in zip(*points, strict=True))
+            series.append(Series(f"{row.label} / topline", x, mean, error, colors[row.partner_key]))
     return series
 
 
-def theory_lines(etas: Sequence[float]) -> list[tuple[float, str]]:
+def _half_interval(std: float, n: int) -> float:
+    """Half the 95% t-interval of a mean of ``n`` values with spread ``std`` (nan below two)."""
+    if n < 2 or math.isnan(std):
+        return math.nan
+    return float(stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n)
+
+
+# How the figures' captions say what eta is (Le & Odobez Sec. 5.2).
+ETA_MEANING = (
+    "η: how much the miner favours hard negative pairs, which it weights η/K against 1/(ηK) for easy ones "
+    "(positives 1)"
+)
+
+
+def num_classes(table: Table) -> int | None:
+    """K of Le & Odobez's bound: the classes the table's runs trained on (results.json's noise summary),
+    the most common when they differ; None when no run says."""
+    counts = [
+        int(r.noise["num_classes"]) for row in table.rows for r in row.runs if r.noise.get("num_classes")
+    ]
+    return max(set(counts), key=counts.count) if counts else None
+
+
+def theory_lines(etas: Sequence[float], classes: int | None = None) -> list[tuple[float, str]]:
+    """The triplet-loss noise bound for each eta: Eq. 24's at ``classes`` K (its eps(K) term kept), or
+    Eq. 27's large-K limit when K is unknown."""
+    if classes is None or classes < 2:
+        return [
+            (triplet_noise_bound(eta), f"Eq. 27 (large K), η={eta:g}: p<{triplet_noise_bound(eta):.2f}")
+            for eta in etas
+        ]
     return [
-        (triplet_noise_bound(eta), f"Eq. 27 bound, η={eta:g}: p<{triplet_noise_bound(eta):.2f}")
+        (bound, f"Eq. 24 at K={classes}, η={eta:g}: p<{bound:.2f}")
         for eta in etas
+        for bound in [finite_k_triplet_bound(eta, classes)]
     ]
 
 
@@ -242,7 +277,9 @@ def draw_table(table: Table, out: Path, etas: Sequence[float] = ()) -> list[tupl
     spec = FIGURES.get(table.column_key, FigureSpec(("test/recall@1", "test/nmi"), table.column_key))
     present = set(table.metrics)
     xs, ticks = _axis(table)
-    vlines = theory_lines(etas) if spec.noise_axis and ticks is None else []
+    vlines = theory_lines(etas, num_classes(table)) if spec.noise_axis and ticks is None else []
+    # The caption says what the bound's eta is; the legend has no room for it.
+    meaning = f" Dotted lines: the triplet loss's noise bound; {ETA_MEANING}." if vlines else ""
     drawn = []
     base = f"{table.group.slug}__"
     for metric in [m for m in spec.metrics if m in present]:
@@ -264,7 +301,7 @@ def draw_table(table: Table, out: Path, etas: Sequence[float] = ()) -> list[tupl
             log2x=spec.log2x and ticks is None,
             vlines=vlines,
         )
-        drawn.append((path, title.replace("\n", " ")))
+        drawn.append((path, title.replace("\n", " ") + meaning))
         if spec.noise_axis and metric in RATIO_CITES:
             ratios = ratio_series(table, metric)
             if ratios:
@@ -282,7 +319,7 @@ def draw_table(table: Table, out: Path, etas: Sequence[float] = ()) -> list[tupl
                     vlines=vlines,
                     hline=1.0,
                 )
-                drawn.append((path, title.replace("\n", " ")))
+                drawn.append((path, title.replace("\n", " ") + meaning))
     drawn += draw_embeddings(table, out)
     return drawn
 
