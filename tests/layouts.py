@@ -215,7 +215,7 @@ def make_omniglot(root: str | Path, characters: Sequence[int] = (2, 3), per_char
 
 
 def make_cars98n(
-    root: str | Path, folders: Sequence[str] = ("0", "1", "10", "2"), per_class: int = 3
+    root: str | Path, folders: Sequence[str] = ("0", "1", "10", "2"), per_class: int = 3, size: int = 8
 ) -> Path:
     """cars_noise/img_v3/<folder>/<hash>.jpg as PRISM's download script leaves CARS-98N, plus cars196/ for its
     test split. Folder names sort alphabetically ("10" before "2"): image colours follow that label order
@@ -223,8 +223,8 @@ def make_cars98n(
     folder = Path(root) / "cars_noise"
     for label, name in enumerate(sorted(folders), 1):
         for k in range(per_class):
-            write_image(folder / "img_v3" / name / f"{label:02d}{k:030d}.jpg", label)
+            write_image(folder / "img_v3" / name / f"{label:02d}{k:030d}.jpg", label, size)
     (folder / "img_v3" / sorted(folders)[0] / "dead--link.jpg").write_text("<html>404</html>")
     (folder / "img_v3" / sorted(folders)[0] / "anim.gif").write_bytes(b"GIF89a")
-    make_cars(root)
+    make_cars(root, size=size)
     return folder

@@ -25,6 +25,7 @@ TINY_IMAGES = [
 GENERATORS = {
     "cub": (lambda root: layouts.make_cub(root, size=40), TINY_IMAGES),
     "cars196": (lambda root: layouts.make_cars(root, size=40), TINY_IMAGES),
+    "cars98n": (lambda root: layouts.make_cars98n(root, size=40), TINY_IMAGES),
     "sop": (lambda root: layouts.make_sop(root, size=40), TINY_IMAGES),
     "inshop": (lambda root: layouts.make_inshop(root, size=40), TINY_IMAGES),
     "flowers102": (lambda root: layouts.make_flowers(root, size=40), TINY_IMAGES),

@@ -10,6 +10,8 @@ BSPML (Zhang et al. 2023) is ``BSPMLLoss``; of its baselines, RDML's rescaled hi
 (``RescaledHingeTripletLoss``) and PML's Proxy-Anchor needs its proxies sized from the data
 (``ProxyAnchorLoss``), as does Levi et al.'s ProxyNCA baseline (``ProxyNCALoss``); the others are
 PML's, targeted directly. ``BatchSizeReducer`` is Caffe's normalisation, for Yu et al.'s lambda grid.
+PRISM (Liu et al. 2021) and its memory contrastive baseline are ``PRISMLoss`` and
+``MemoryContrastiveLoss``.
 """
 
 from noisydml.losses.adapted_triplet import AdaptedTripletLoss
@@ -19,6 +21,7 @@ from noisydml.losses.bspml import BSPMLLoss
 from noisydml.losses.margin import ClassBetaMarginLoss
 from noisydml.losses.marginal import MarginalLoss
 from noisydml.losses.pair import ContrastiveLoss, MultiSimilarityLoss, SignalToNoiseRatioContrastiveLoss
+from noisydml.losses.prism import MemoryContrastiveLoss, PRISMLoss
 from noisydml.losses.proxy_anchor import ProxyAnchorLoss
 from noisydml.losses.proxy_nca import ProxyNCALoss
 from noisydml.losses.rdml import RescaledHingeTripletLoss
@@ -32,7 +35,9 @@ __all__ = [
     "ClassBetaMarginLoss",
     "ContrastiveLoss",
     "MarginalLoss",
+    "MemoryContrastiveLoss",
     "MultiSimilarityLoss",
+    "PRISMLoss",
     "ProxyAnchorLoss",
     "ProxyNCALoss",
     "RescaledHingeTripletLoss",
