@@ -87,6 +87,11 @@ BAD_INPUTS = [
     ),
     (["metrics.knn_accuracy_k=0"], r"metrics.knn_accuracy_k=0 must be >= 1"),
     (
+        ["metrics.nmi_average=harmonic"],
+        r"metrics.nmi_average=harmonic is not an option; use one of: arithmetic, geometric",
+    ),
+    (["metrics.kmeans_restarts=0"], r"metrics.kmeans_restarts=0 must be >= 1"),
+    (
         ["+metrics.recal_ks=[1]"],
         r"metrics.recal_ks=\[1\] is not an option of .*Evaluator .*did you mean metrics.recall_ks\?",
     ),

@@ -69,6 +69,9 @@ RULES = (
     Rule("module.train_samples", int, 1, example="module.train_samples=1"),
     Rule("module.loss_lr", float, 0, open_low=True, optional=True, example="module.loss_lr=1e-2"),
     Rule("metrics.knn_accuracy_k", int, 1, optional=True, example="metrics.knn_accuracy_k=5"),
+    Rule("metrics.nmi_seeds", int, 1, example="metrics.nmi_seeds=5"),
+    Rule("metrics.kmeans_niter", int, 1, example="metrics.kmeans_niter=20"),
+    Rule("metrics.kmeans_restarts", int, 1, example="metrics.kmeans_restarts=5"),
     Rule("loss.margin", float, 0, optional=True, example="loss.margin=0.2"),
     Rule("miner.margin", float, 0, optional=True, example="miner.margin=0.2"),
     Rule("dataset.test_fraction", float, 0, 1, open_low=True, example="dataset.test_fraction=0.3"),
@@ -82,6 +85,8 @@ CHOICES = {
     "resume": ("auto", "never"),
     "resume_from": ("last", "previous"),
     "data.small_classes": ("error", "replace", "drop"),
+    "metrics.nmi_average": ("arithmetic", "geometric"),
+    "metrics.kmeans_init": ("random", "k-means++"),
     "trainer.accelerator": ("auto", "cpu", "gpu", "cuda", "mps", "tpu"),
     "trainer.precision": ("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true"),
 }

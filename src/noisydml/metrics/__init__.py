@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, cluster_nmi
+from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, NMIAverage, nmi_over_seeds
 from noisydml.metrics.engine import Backend
 from noisydml.metrics.map import mean_average_precision
 from noisydml.metrics.map_at_r import average_precision_at_r, relevant_counts
@@ -40,6 +40,9 @@ def evaluate(
     backend: Backend = "auto",
     kmeans_niter: int = DEFAULT_NITER,
     kmeans_init: KMeansInit = "random",
+    kmeans_restarts: int = 1,
+    nmi_average: NMIAverage = "arithmetic",
+    nmi_seeds: int = 1,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     timings: dict[str, float] | None = None,
 ) -> dict[str, float]:
@@ -54,9 +57,12 @@ def evaluate(
 
     ``map_full`` asks for the mean average precision over the whole ranking (BDML's mAP, see ``map``).
     ``nmi_plus_factor`` asks for NMI+ with ``factor x classes`` clusters (capped at the number of items).
-    ``seed``, ``kmeans_niter`` and ``kmeans_init`` drive k-means (see ``clustering`` for why the init
-    matters); ``use_gpu=None`` uses a GPU when there is one, and ``backend`` picks faiss or torch for the
-    search and k-means (``engine``: by default faiss, except on a GPU that faiss cannot use).
+    ``seed``, ``kmeans_niter``, ``kmeans_init`` and ``kmeans_restarts`` drive k-means (see
+    ``clustering`` for why the init matters) and ``nmi_average`` normalises NMI (``"arithmetic"`` or
+    ``"geometric"`` mean of the entropies). With ``nmi_seeds`` > 1, NMI and NMI+ are the means over that
+    many k-means seeds from ``seed``, and ``"nmi_std"``, ``"nmi+_std"`` their spread. ``use_gpu=None``
+    uses a GPU when there is one, and ``backend`` picks faiss or torch for the search and k-means
+    (``engine``: by default faiss, except on a GPU that faiss cannot use).
     ``chunk_size`` bounds how many queries are searched at once. ``timings``, when given, is filled with
     the wall seconds of each part: ``"search"``, ``"map"``, ``"nmi"``, ``"nmi+"``.
     """
@@ -156,15 +162,20 @@ def evaluate(
         clusterings["nmi+"] = min(nmi_plus_factor * n_classes, len(embeddings))
     for key, n_clusters in clusterings.items():
         started = time.perf_counter()
-        results[key] = cluster_nmi(
+        results[key], spread = nmi_over_seeds(
             embeddings,
             labels,
             n_clusters,
-            niter=kmeans_niter,
+            seeds=nmi_seeds,
             seed=seed,
+            niter=kmeans_niter,
             init=kmeans_init,
+            restarts=kmeans_restarts,
+            average=nmi_average,
             use_gpu=use_gpu,
             backend=backend,
         )
+        if nmi_seeds > 1:
+            results[f"{key}_std"] = spread
         timings[key] = time.perf_counter() - started
     return results

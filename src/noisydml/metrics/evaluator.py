@@ -13,6 +13,7 @@ import numpy as np
 
 from noisydml.metrics import evaluate
 from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
+from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, NMIAverage
 from noisydml.metrics.engine import Backend, resolve_engine
 
 
@@ -33,6 +34,11 @@ class Evaluator:
         recall_ks: Sequence[int] = (1, 2, 4, 8),
         nmi: bool = True,
         nmi_plus_factor: int | None = None,
+        nmi_average: NMIAverage = "arithmetic",
+        nmi_seeds: int = 1,
+        kmeans_init: KMeansInit = "random",
+        kmeans_niter: int = DEFAULT_NITER,
+        kmeans_restarts: int = 1,
         map_at_r: bool = True,
         map_full: bool = False,
         ncm_accuracy: bool = False,
@@ -49,6 +55,11 @@ class Evaluator:
             recall_ks=tuple(recall_ks),
             nmi=nmi,
             nmi_plus_factor=nmi_plus_factor,
+            nmi_average=nmi_average,
+            nmi_seeds=nmi_seeds,
+            kmeans_init=kmeans_init,
+            kmeans_niter=kmeans_niter,
+            kmeans_restarts=kmeans_restarts,
             map_at_r=map_at_r,
             map_full=map_full,
             **self.engine,
