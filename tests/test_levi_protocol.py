@@ -16,11 +16,15 @@ from pytorch_metric_learning.distances import LpDistance
 import batches
 from batches import LABEL_SETS, as_list
 from configs import compose_node
+from noisydml.data import Digits, MetricDataModule
 from noisydml.miners import EasyPositiveMiner, RandomPositiveMiner, RandomTripletsMiner
+from noisydml.noise import NoNoise, UniformNoise
 from noisydml.train import train
 
 # A 16 x 10 batch, the size of Levi et al.'s Omniglot batches, in 8 dimensions.
 LABELS = torch.arange(16).repeat_interleave(10)
+
+EVEN_ODD_MAP = [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]
 
 BASELINES = [
     ("levi2021/triplet", "levi2021/eps_triplet"),
@@ -163,3 +167,52 @@ def test_even_odd_embeddings_are_not_unit_norm_in_training_and_evaluation(compos
     embeddings = np.load(Path(cfg.paths.output_dir) / "embeddings.npz")["embeddings"]
     assert embeddings.shape[1] == 2
     assert np.abs(np.linalg.norm(embeddings, axis=1) - 1).max() > 0.1
+
+
+# ---------------------------------------------------------------------------------------------------
+# The training split scored by true labels: Table 1's "train digits" columns, Table 4
+# ---------------------------------------------------------------------------------------------------
+
+
+def scored_train_labels(score_train, noise=None, **digits) -> tuple[np.ndarray, MetricDataModule]:
+    module = MetricDataModule(Digits(**digits), noise or NoNoise(), P=2, K=10, score_train=score_train)
+    module.setup()
+    return np.concatenate([labels.numpy() for _, labels, _ in module.scored_train_dataloader()]), module
+
+
+def test_even_odd_training_split_is_scored_by_digit():
+    labels, module = scored_train_labels(
+        True, split="disjoint", train_digits=list(range(6)), label_map=EVEN_ODD_MAP
+    )
+    assert set(labels.tolist()) == set(range(6))
+    assert set(module.train_set.labels.tolist()) == {0, 1}
+    # The held-out validation samples are not trained on, so not scored.
+    assert len(labels) == len(module.train_set)
+    observed, _ = scored_train_labels(
+        "observed", split="disjoint", train_digits=list(range(6)), label_map=EVEN_ODD_MAP
+    )
+    assert set(observed.tolist()) == {0, 1}
+    unscored = MetricDataModule(Digits(), NoNoise(), P=2, K=10)
+    unscored.setup()
+    assert unscored.scored_train_dataloader() is None
+
+
+def test_noisy_training_split_is_scored_by_clean_labels():
+    noise = UniformNoise(rate=0.3, seed=0)
+    true, module = scored_train_labels("true", noise)
+    np.testing.assert_array_equal(true, module.noisy.true)
+    observed, _ = scored_train_labels("observed", noise)
+    np.testing.assert_array_equal(observed, module.noisy.observed)
+    assert (true != observed).mean() > 0.2
+    with pytest.raises(ValueError, match="data.score_train='clean' is not one of null, true, observed"):
+        MetricDataModule(Digits(), NoNoise(), P=2, K=10, score_train="clean")
+
+
+def test_even_odd_run_reports_train_digit_recall(compose_config):
+    # Validated at the end of its one epoch: the selected epoch is the last, one test scores both.
+    cfg = compose_config(
+        f"experiment={EVEN_ODD[0]}", "data.K=10", "seed=0", "trainer.check_val_every_n_epoch=1"
+    )
+    metrics = train(cfg)
+    assert {"test/recall@1", "test_train/recall@1", "test_last_train/recall@1"} <= set(metrics)
+    assert 0 < metrics["test_train/recall@1"] <= 1

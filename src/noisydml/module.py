@@ -180,7 +180,9 @@ class EmbeddingModule(pl.LightningModule):
         stages = self.trainer.datamodule.validation_stages
         record = {"epoch": self.current_epoch}
         for index, outputs in sorted(self._validation_outputs.items()):
-            record.update(self._score(stages[index], outputs))
+            # The validation split comes from the training split: every item is a query against the others.
+            query_mask = self.query_mask if stages[index] == "test_epoch" else None
+            record.update(self._score(stages[index], outputs, query_mask))
         self._validation_outputs.clear()
         if not self.trainer.sanity_checking:
             self.validation_history.append(record)
@@ -192,10 +194,15 @@ class EmbeddingModule(pl.LightningModule):
         self.validation_history = list(checkpoint.get("validation_history", []))
 
     def on_test_epoch_end(self) -> None:
-        self.test_metrics = self._score(self.test_stage, self._outputs)
+        self.test_metrics = self._score(self.test_stage, self._outputs, self.query_mask)
         self._outputs.clear()
+        train = self.trainer.datamodule.scored_train_dataloader()
+        if train is not None:
+            # test_train/ beside test/, test_last_train/ beside test_last/.
+            stage = f"{self.test_stage}_train"
+            self.test_metrics.update(self._score(stage, self._embed_loader(train)))
 
-    def _score(self, stage: str, outputs) -> dict[str, float]:
+    def _score(self, stage: str, outputs, query_mask: np.ndarray | None = None) -> dict[str, float]:
         embedded = self._in_index_order(outputs)
         reference = None
         if self.metrics.needs_reference:
@@ -204,8 +211,7 @@ class EmbeddingModule(pl.LightningModule):
         metrics = self.metrics(
             embedded.embeddings,
             embedded.labels,
-            # The validation split comes from the training split: every item is a query against the others.
-            query_mask=None if stage == "val" else self.query_mask,
+            query_mask=query_mask,
             seed=self.seed,
             reference=reference,
         )
@@ -218,15 +224,16 @@ class EmbeddingModule(pl.LightningModule):
     def embed_training_set(self) -> Embedded:
         """Every sample trained on (the test transform, the observed labels), in index order, the same
         on every rank: each rank embeds a share of the reference loader and the shares are gathered."""
+        return self._in_index_order(self._embed_loader(self.trainer.datamodule.reference_dataloader()))
+
+    def _embed_loader(self, loader) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Every batch of ``loader`` embedded in eval mode, this rank's share."""
         was_training = self.training
         self.eval()
         with torch.no_grad():
-            outputs = [
-                self._embed(self.transfer_batch_to_device(batch, self.device, 0))
-                for batch in self.trainer.datamodule.reference_dataloader()
-            ]
+            outputs = [self._embed(self.transfer_batch_to_device(batch, self.device, 0)) for batch in loader]
         self.train(was_training)
-        return self._in_index_order(outputs)
+        return outputs
 
     def _in_index_order(self, outputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> Embedded:
         """All ranks' embedded batches in data-set order, the distributed sampler's padding removed."""

@@ -59,9 +59,9 @@ def test_selected(
         # The selected weights are the last epoch's: one test scores both.
         trainer.test(model, datamodule=datamodule, verbose=False)
         metrics = dict(model.test_metrics)
-        metrics.update(
-            {name.replace("test/", "test_last/", 1): value for name, value in model.test_metrics.items()}
-        )
+        # test/ -> test_last/, test_train/ -> test_last_train/ (data.score_train).
+        last = {"test_last" + name.removeprefix("test"): value for name, value in model.test_metrics.items()}
+        metrics.update(last)
     else:
         model.test_stage = "test_last"
         trainer.test(model, datamodule=datamodule, verbose=False)

@@ -77,11 +77,17 @@ class Splits:
     ``query_mask`` is None for the usual protocol (every test item is a query against all others,
     itself excluded). For query-vs-gallery data sets (In-Shop) it is True for queries; the others
     form the gallery.
+
+    ``train_eval_labels`` holds each training item's class in the terms the test split is scored by,
+    where the data set trains on other labels (the digit under Levi et al.'s even/odd ``label_map``, the
+    letter when Omniglot trains on alphabets); None when they are the training labels. Scoring the
+    training split by them gives Levi et al.'s "train digits" columns (Table 1) and Table 4.
     """
 
     train: LabeledDataset
     test: LabeledDataset
     query_mask: np.ndarray | None = None
+    train_eval_labels: np.ndarray | None = None
 
     @property
     def num_train_classes(self) -> int:

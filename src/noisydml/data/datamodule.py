@@ -23,6 +23,7 @@ _VALIDATION_STREAM = 0x56414C49
 
 VAL_SPLITS = ("auto", "class_disjoint", "stratified")
 VAL_LABELS = ("observed", "true")
+SCORE_TRAIN = (None, "true", "observed")
 
 
 class NoisyTrainSet(Dataset):
@@ -70,6 +71,11 @@ class MetricDataModule(pl.LightningDataModule):
     diagnostic). The draw is seeded by ``seed``; ``validation.csv`` records the held-out samples.
     ``test_at_validation`` also scores the test split at every validation (``test_epoch/...``), to show
     what selecting on the test split, as some papers did, would report.
+
+    ``score_train`` also scores the samples trained on, with the test transform, after the test split
+    (``test_train/...``): by their ``true`` labels (clean of noise, and in the terms the test split is
+    scored by where the data set trains on others: the digits of Levi et al.'s even/odd "train digits"
+    columns, Omniglot's letters of their Table 4), or by the ``observed`` ones; None (default) does not.
     """
 
     def __init__(
@@ -89,6 +95,7 @@ class MetricDataModule(pl.LightningDataModule):
         val_split: str = "auto",
         val_labels: str = "observed",
         test_at_validation: bool = False,
+        score_train: str | bool | None = None,
     ):
         super().__init__()
         if not 0.0 <= unlabeled_fraction < 1.0:
@@ -105,6 +112,11 @@ class MetricDataModule(pl.LightningDataModule):
             raise ValueError(f"data.val_split={val_split!r} is not one of {VAL_SPLITS}")
         if val_labels not in VAL_LABELS:
             raise ValueError(f"data.val_labels={val_labels!r} is not one of {VAL_LABELS}")
+        if score_train is True:
+            # data.score_train=true on the command line or in YAML arrives as a boolean.
+            score_train = "true"
+        if score_train not in SCORE_TRAIN:
+            raise ValueError(f"data.score_train={score_train!r} is not one of null, true, observed")
         self.dataset = dataset
         self.noise = noise
         self.P, self.K = P, K
@@ -119,6 +131,7 @@ class MetricDataModule(pl.LightningDataModule):
         self.val_split = val_split
         self.val_labels = val_labels
         self.test_at_validation = test_at_validation
+        self.score_train = score_train
         self.splits: Splits | None = None
         self.train_set: NoisyTrainSet | None = None
         self.unlabeled_set: NoisyTrainSet | None = None
@@ -285,6 +298,17 @@ class MetricDataModule(pl.LightningDataModule):
         """
         reference = NoisyTrainSet(self.splits.train.eval_view(), self.noisy, self.noisy.observed)
         return self._loader(reference)
+
+    def scored_train_dataloader(self) -> DataLoader | None:
+        """The samples trained on, with the test transform, labelled as ``score_train`` says; None when
+        the training split is not scored."""
+        if self.score_train is None:
+            return None
+        labels = self.noisy.observed
+        if self.score_train == "true":
+            fine = self.splits.train_eval_labels
+            labels = self.noisy.true if fine is None else fine[self.noisy.indices]
+        return self._loader(NoisyTrainSet(self.splits.train.eval_view(), self.noisy, labels))
 
     def train_dataloader(self) -> DataLoader:
         self._match_trainer()

@@ -70,4 +70,5 @@ class Digits:
         return Splits(
             train=TensorDataset(images[train_idx], train_labels),
             test=TensorDataset(images[test_idx], labels[test_idx]),
+            train_eval_labels=None if self.label_map is None else labels[train_idx],
         )

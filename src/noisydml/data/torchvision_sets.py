@@ -125,7 +125,7 @@ class ClassesSplitDataset(TorchvisionDataset):
             first_part = classes[:num_train]
             keep_train = np.isin(train_labels, first_part)
             keep_test = ~np.isin(test_labels, first_part)
-        observed = train_labels[keep_train]
+        observed = classes = train_labels[keep_train]
         if self.label_map is not None:
             if len(self.label_map) <= observed.max():
                 raise ValueError(
@@ -136,6 +136,7 @@ class ClassesSplitDataset(TorchvisionDataset):
         return Splits(
             train=VisionSubset(train, np.flatnonzero(keep_train), observed),
             test=VisionSubset(test, np.flatnonzero(keep_test), test_labels[keep_test]),
+            train_eval_labels=None if self.label_map is None else classes,
         )
 
 
@@ -236,6 +237,10 @@ class Omniglot(TorchvisionDataset):
         return Splits(
             train=VisionSubset(background, np.arange(len(train_labels)), train_labels),
             test=VisionSubset(evaluation, np.arange(len(test_labels)), test_labels),
+            # Trained on alphabets, tested on letters: the training images' letters (Levi et al.'s Table 4).
+            train_eval_labels=(
+                None if self.test_labels == self.labels else omniglot_labels(background, self.test_labels)
+            ),
         )
 
 
