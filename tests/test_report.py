@@ -225,7 +225,7 @@ def bdml_runs(root: Path, recall: dict) -> list[Path]:
     dirs = []
     for (method, rate), values in recall.items():
         for seed, value in enumerate(values):
-            backbone = {"BDML": "bayesian_mlp", "BLMNN": "bayesian_linear", "DML": "mlp"}[method]
+            backbone = {"BDML": "bayesian_mlp", "Bayes-linear": "bayesian_linear", "DML": "mlp"}[method]
             choices = {
                 "loss": "triplet" if method == "DML" else "bayesian_triplet",
                 "miner": "all",
@@ -279,21 +279,22 @@ def test_bdml_claims(tmp_path: Path, bdml_at_50: tuple, status: str) -> None:
     }
     bdml_runs(tmp_path, recall)
     verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}
-    # "better results than both BLMNN and DML": without BLMNN's runs the claim is not evaluated.
+    # "better results than both BLMNN and DML": without the runs of BLMNN's stand-in it is not evaluated.
     assert (
-        verdicts["bdml-50"].status == claims.NOT_EVALUATED and "no BLMNN runs" in verdicts["bdml-50"].detail
+        verdicts["bdml-50"].status == claims.NOT_EVALUATED
+        and "no Bayes-linear runs" in verdicts["bdml-50"].detail
     )
     assert verdicts["bdml-gap"].status == status  # gap at p=0 is +0.5 points on every seed
     # +0.5 points at p=0 on every seed, then as at 0.5.
     assert verdicts["bdml-every-rate"].status == status
     assert verdicts["bdml-gap-blmnn"].status == claims.NOT_EVALUATED
-    bdml_runs(tmp_path, {("BLMNN", 0): [0.96, 0.95, 0.97], ("BLMNN", 0.5): [0.68, 0.69, 0.70]})
+    bdml_runs(tmp_path, {("Bayes-linear", 0): [0.96, 0.95, 0.97], ("Bayes-linear", 0.5): [0.68, 0.69, 0.70]})
     verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}
     assert verdicts["bdml-50"].status == status
     # BDML - BLMNN: +2.5 points at p=0 on every seed; at 0.5 +6/+7/+5, -8/-7/-9 or +7/-1/+2.
     assert verdicts["bdml-gap-blmnn"].status == status
     dml, blmnn = verdicts["bdml-50"].comparisons
-    assert "BLMNN" in blmnn.text and "DML" in dml.text
+    assert "Bayes-linear" in blmnn.text and "DML" in dml.text
     comparison = dml
     assert comparison.result.n_seeds == 3
     if status == claims.INCONCLUSIVE:
@@ -869,14 +870,14 @@ def test_yu_overfit_needs_the_test_split_scored_every_epoch(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("deep", "status"),
     [
-        ((0.80, 0.81, 0.82), claims.HELD),  # BDML and DML 10 points above BLMNN at 30% noise
+        ((0.80, 0.81, 0.82), claims.HELD),  # BDML and DML 10 points above Bayes-linear at 30% noise
         ((0.60, 0.61, 0.62), claims.CONTRADICTED),
         ((0.80, 0.65, 0.72), claims.INCONCLUSIVE),  # +10, -5, +2 points
     ],
 )
 def test_deep_metrics_beat_the_linear_one_under_noise(tmp_path: Path, deep: tuple, status: str) -> None:
-    # At p = 0 BLMNN wins by 1 point (as in Table 1): not part of the claim.
-    recall = {("BLMNN", 0): (0.99,) * 3, ("BLMNN", 0.3): (0.70, 0.71, 0.72)}
+    # At p = 0 the linear one wins by 1 point (as in Table 1): not part of the claim.
+    recall = {("Bayes-linear", 0): (0.99,) * 3, ("Bayes-linear", 0.3): (0.70, 0.71, 0.72)}
     for method in ("DML", "BDML"):
         recall[(method, 0)] = (0.98,) * 3
         recall[(method, 0.3)] = deep
@@ -904,7 +905,7 @@ VECTORS = (
 )
 def test_bdml_beats_dml_at_every_class_conditional_vector(tmp_path: Path, bdml: tuple, status: str) -> None:
     methods = {"DML": ("triplet", "mlp", (0.68, 0.69)), "BDML": ("bayesian_triplet", "bayesian_mlp", bdml)}
-    methods["BLMNN"] = ("bayesian_triplet", "bayesian_linear", (0.55, 0.56))
+    methods["Bayes-linear"] = ("bayesian_triplet", "bayesian_linear", (0.55, 0.56))
     for v, rates in enumerate(VECTORS):
         for method, (loss, backbone, values) in methods.items():
             for seed, value in enumerate(values):
@@ -925,7 +926,7 @@ def test_bdml_beats_dml_at_every_class_conditional_vector(tmp_path: Path, bdml: 
     # One comparison per vector, each on both seeds; nothing reported missing.
     assert len(every.comparisons) == 2 and "not evaluated" not in every.detail
     assert all(c.result.n_seeds == 2 for c in every.comparisons)
-    # Deep beats linear at both vectors: DML is 13 points above BLMNN on both seeds.
+    # Deep beats linear at both vectors: DML is 13 points above Bayes-linear on both seeds.
     deep = verdicts["bdml-deep-linear"].comparisons
     assert [c.verdict for c in deep if c.text.split(": ")[1].startswith("DML")] == [claims.HELD] * 2
 
