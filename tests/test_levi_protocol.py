@@ -29,6 +29,7 @@ EVEN_ODD_MAP = [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]
 BASELINES = [
     ("levi2021/triplet", "levi2021/eps_triplet"),
     ("levi2021/triplet_semihard", "levi2021/eps_triplet_semihard"),
+    ("levi2021/margin_distance_weighted", "levi2021/eps_margin_distance_weighted"),
 ]
 
 
@@ -46,6 +47,7 @@ def test_each_anchor_appears_once_in_a_baseline_and_its_eps_variant(baseline, ep
         miner, _ = method(name)
         anchors, positives, negatives = miner(x, LABELS)
         assert anchors.tolist() == list(range(len(LABELS))), name
+        # (Distance-weighted: here every anchor has a negative closer than Wu's cutoff of 1.4.)
         assert (LABELS[positives] == LABELS[anchors]).all() and (positives != anchors).all()
         assert (LABELS[negatives] != LABELS[anchors]).all()
 
@@ -56,12 +58,12 @@ def test_a_baseline_and_its_eps_variant_differ_only_in_the_positive(baseline, ep
     assert type(base_miner) is RandomPositiveMiner and type(eps_miner) is EasyPositiveMiner
     assert vars(base_miner.negatives) == vars(eps_miner.negatives)
     assert type(base_miner.negatives) is type(eps_miner.negatives)
-    # Roth et al.: the semi-hard band on the Euclidean distance, the loss on its square.
+    assert type(base_loss) is type(eps_loss) and base_loss.margin == eps_loss.margin == 0.2
+    # Roth et al.: the semi-hard band on the Euclidean distance, the triplet loss on its square.
     for miner in (base_miner, eps_miner):
         assert (miner.distance.power, miner.distance.normalize_embeddings) == (1, True)
     for loss in (base_loss, eps_loss):
-        assert isinstance(loss.distance, LpDistance) and loss.distance.power == 2
-        assert loss.margin == 0.2
+        assert loss.distance.power == (1 if "margin" in baseline else 2)
 
 
 def test_random_positive_is_uniform_over_the_same_class():
