@@ -65,6 +65,14 @@ MNIST5K := $(MNIST5K_LONGEST) $(filter-out $(MNIST5K_LONGEST),$(patsubst conf/ex
 reproduce-mnist5k: install
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(MNIST5K))
 
+## PRISM's noise protocols at CPU scale (conf/experiment/noisy_dml/): every paper's method, PRISM and MCL under
+## symmetric and small-cluster noise at 25% and 50%, on digits and mnist5k, JOBS at a time; three reports
+## under outputs/reports/noisy_dml_*/.
+NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noisy_dml/digits
+.PHONY: reproduce-noisy-dml-cpu
+reproduce-noisy-dml-cpu: install
+	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(NOISY_DML_CPU))
+
 ## One reproduction by name: `make reproduce/digits/le2019_noise` (or a paper's, e.g. reproduce/le2019/fig2_cub).
 reproduce/%: install
 	@mkdir -p outputs/reproduce/$(dir $*)

@@ -145,6 +145,7 @@ def test_prism_drops_the_sample_labelled_against_its_cluster_and_counts_it_as_fo
         logs["prism_precision"] == 1.0 and logs["prism_recall"] == 0.5
     )  # sample 3 flipped twice, caught once
     assert logs["prism_kept"] == pytest.approx(7 / 8)
+    assert logs["prism_auc"] == 1.0  # the second batch scored sample 3 lowest
 
 
 def test_mcl_enqueues_the_batch_first_and_the_bank_wraps_around():
@@ -160,16 +161,16 @@ def test_mcl_enqueues_the_batch_first_and_the_bank_wraps_around():
 
 def test_prism_config_reads_the_runs_noise_rate_and_refuses_a_bad_one():
     loss = load("loss", "prism", "embedding_size=8", "noise_rate=0.3")
-    assert (loss.noise_rate, loss.window_size, len(loss.memory.labels)) == (0.3, 30, 8192)
+    assert (loss.noise_rate, loss.window_size, loss.memory) == (0.3, 30, None)
+    loss.setup(training_set(np.arange(50) % 5))
+    assert len(loss.memory.labels) == 50  # as many as the run trains on
     with pytest.raises(ValueError, match=r"loss.noise_rate=1.5 is outside \[0, 1\)"):
         PRISMLoss(embedding_size=8, noise_rate=1.5)
 
 
 @pytest.mark.parametrize("method", ["prism/prism", "prism/mcl"])
 def test_prism_methods_train_on_the_digits_and_log_their_selection(compose_config, tmp_path, method):
-    cfg = compose_config(
-        f"method={method}", "trainer.max_epochs=1", "data.batches_per_epoch=4", "loss.memory_size=64"
-    )
+    cfg = compose_config(f"method={method}", "trainer.max_epochs=1", "data.batches_per_epoch=4")
     metrics = train(cfg)
     assert 0.0 <= metrics["test/recall@1"] <= 1.0
     header = (Path(cfg.paths.output_dir) / "csv" / "metrics.csv").read_text().splitlines()[0]

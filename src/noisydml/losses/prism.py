@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.metrics import roc_auc_score
 from torch import nn
 
 from noisydml.hooks import HookContext, TrainingHooks, TrainingSet
@@ -105,15 +106,26 @@ class MemoryBank(nn.Module):
 
 class MemoryContrastiveLoss(nn.Module, TrainingHooks):
     """MCL: the memory contrastive loss of PRISM's code, on a cross-batch memory of ``memory_size``
-    embeddings (module docstring). Embeddings must be L2-normalised (the backbone's ``normalize``)."""
+    embeddings (module docstring); None: as many as the run trains on, as PRISM's CARS-98N config (9,500
+    for 9,558 images), sized in ``setup``. Embeddings must be L2-normalised (the backbone's ``normalize``).
+    """
 
     def __init__(
-        self, embedding_size: int, memory_size: int = 8192, margin: float = 0.5, memory_weight: float = 1.0
+        self,
+        embedding_size: int,
+        memory_size: int | None = None,
+        margin: float = 0.5,
+        memory_weight: float = 1.0,
     ):
         super().__init__()
-        self.memory = MemoryBank(memory_size, embedding_size)
+        self.embedding_size = embedding_size
+        self.memory = MemoryBank(memory_size, embedding_size) if memory_size is not None else None
         self.margin = margin
         self.memory_weight = memory_weight
+
+    def setup(self, train_set: TrainingSet) -> None:
+        if self.memory is None:
+            self.memory = MemoryBank(len(train_set.indices), self.embedding_size)
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor, indices_tuple=None) -> torch.Tensor:
         self.memory.enqueue(embeddings, labels)
@@ -130,14 +142,15 @@ class PRISMLoss(MemoryContrastiveLoss):
 
     Each epoch it logs the fraction of samples kept (``train/prism_kept``) and, from the flipped labels
     the data module knows (never used to select), the precision and recall with which the samples it
-    dropped are the flipped ones (``train/prism_precision``, ``train/prism_recall``).
+    dropped are the flipped ones (``train/prism_precision``, ``train/prism_recall``) and the ROC AUC of its
+    score P at ranking flipped labels low (``train/prism_auc``).
     """
 
     def __init__(
         self,
         embedding_size: int,
         noise_rate: float,
-        memory_size: int = 8192,
+        memory_size: int | None = None,
         window_size: int = 5,
         warm_up: int = 0,
         margin: float = 0.5,
@@ -156,8 +169,12 @@ class PRISMLoss(MemoryContrastiveLoss):
         self.flipped: np.ndarray | None = None
         self._indices: torch.Tensor | None = None
         self._epoch = {"seen": 0, "dropped": 0, "flipped": 0, "dropped_flipped": 0}
+        # Each scored sample's P and whether its label was flipped, this epoch (for the ROC AUC).
+        self._scored: list[tuple[np.ndarray, np.ndarray]] = []
+        self._scores: torch.Tensor | None = None
 
     def setup(self, train_set: TrainingSet) -> None:
+        super().setup(train_set)
         self.flipped = np.zeros(train_set.num_indices, dtype=bool)
         self.flipped[train_set.indices] = train_set.flipped
 
@@ -168,11 +185,13 @@ class PRISMLoss(MemoryContrastiveLoss):
         """The mask of the batch's samples PRISM keeps, against the memory as it is (module docstring)."""
         memory, memory_labels = self.memory.get()
         keep = torch.ones(len(labels), dtype=torch.bool, device=labels.device)
+        self._scores = None
         candidates = int(self.noise_rate * len(labels))
         if len(memory_labels) == 0 or self.steps < self.warm_up or candidates == 0:
             return keep
         with torch.no_grad():
             scores = class_centre_scores(embeddings.detach(), labels, memory, memory_labels)
+        self._scores = scores
         removed = torch.argsort(scores, stable=True)[:candidates]
         boundary = scores[removed[-1]].item()
         if not np.isnan(boundary) and boundary != 1.0:
@@ -211,9 +230,12 @@ class PRISMLoss(MemoryContrastiveLoss):
         self._epoch["dropped"] += int(dropped.sum())
         self._epoch["flipped"] += int(flipped.sum())
         self._epoch["dropped_flipped"] += int((dropped & flipped).sum())
+        if self._scores is not None:
+            self._scored.append((self._scores.cpu().numpy(), flipped))
 
     def on_train_epoch_end(self, context: HookContext) -> dict[str, float]:
         counts, self._epoch = self._epoch, dict.fromkeys(self._epoch, 0)
+        scored, self._scored = self._scored, []
         if not counts["seen"]:
             return {}
         logs = {"prism_kept": 1 - counts["dropped"] / counts["seen"]}
@@ -221,6 +243,11 @@ class PRISMLoss(MemoryContrastiveLoss):
             logs["prism_precision"] = counts["dropped_flipped"] / counts["dropped"]
         if counts["flipped"]:
             logs["prism_recall"] = counts["dropped_flipped"] / counts["flipped"]
+        if scored:
+            scores, flipped = (np.concatenate(part) for part in zip(*scored, strict=True))
+            if 0 < flipped.sum() < len(flipped):
+                # A low P says "noisy": the AUC of -P at finding the flipped labels, whatever the threshold.
+                logs["prism_auc"] = float(roc_auc_score(flipped, -scores))
         if self.window:
             logs["prism_threshold"] = sum(self.window) / len(self.window)
         return logs
