@@ -760,15 +760,19 @@ def test_eps_with_random_negatives_is_compared_with_random_positives(
     assert comparison.result.effect == pytest.approx(0.095)
 
 
-def le_runs(root: Path, values: dict) -> None:
-    """Single Le & Odobez runs: ``values[(miner, noise, rate)]`` is Recall@1 (and NMI) per seed."""
-    for (miner, noise, rate), per_seed in values.items():
+def le_runs(root: Path, values: dict, pretrained: bool = False) -> None:
+    """Single Le & Odobez runs: ``values[(method, noise, rate)]`` is Recall@1 (and NMI) per seed; the method
+    is a triplet miner, or ``marginal`` (the marginal loss with random semi-hard)."""
+    for (method, noise, rate), per_seed in values.items():
+        loss, miner = ("marginal", "random_semihard") if method == "marginal" else ("triplet", method)
         for seed, value in enumerate(per_seed):
+            config = le_config(miner, noise, rate, seed)
+            config["backbone"]["trunk"] = {"pretrained": pretrained}
             write_run(
-                root / f"{miner}_{noise}_{rate}_{seed}",
-                [f"miner={miner}", f"noise={noise}", f"noise.rate={rate}", f"seed={seed}"],
-                choices={"loss": "triplet", "miner": miner, "noise": noise},
-                config=le_config(miner, noise, rate, seed),
+                root / f"{method}_{noise}_{rate}_{seed}",
+                [f"loss={loss}", f"miner={miner}", f"noise={noise}", f"noise.rate={rate}", f"seed={seed}"],
+                choices={"loss": loss, "miner": miner, "noise": noise},
+                config=config,
                 metrics={"test/recall@1": value, "test/nmi": value},
             )
 
@@ -1009,3 +1013,105 @@ def test_noise_plots_draw_95_percent_intervals_and_the_finite_k_bound(le_sweep: 
         )
     (group,) = group_runs(collect([tmp_path]))
     assert num_classes(pivot(group)) == 5
+
+
+@pytest.mark.parametrize(
+    ("fixed", "status"),
+    [
+        ((0.96, 0.97, 0.95), claims.HELD),  # fixed 1 point above random at p = 0 on every seed
+        ((0.94, 0.95, 0.93), claims.CONTRADICTED),
+        ((0.97, 0.94, 0.95), claims.INCONCLUSIVE),  # +2, -2, 0 points
+    ],
+)
+def test_fixed_semihard_is_better_without_noise(tmp_path: Path, fixed: tuple, status: str) -> None:
+    le_runs(
+        tmp_path,
+        {("random_semihard", "uniform", 0): (0.95, 0.96, 0.94), ("fixed_semihard", "uniform", 0): fixed},
+    )
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["le2019-clean"]
+    assert verdict.status == status
+
+
+@pytest.mark.parametrize(
+    ("marginal", "scratch", "pretrained"),
+    [
+        # Marginal's ratio 0.6 against the triplets' 0.8: it degrades faster; far from "as robust".
+        ((0.60, 0.61, 0.59), claims.HELD, claims.CONTRADICTED),
+        # 0.90: it degrades slower than both triplets; 10 points from random semi-hard, beyond the 5 allowed.
+        ((0.90, 0.91, 0.89), claims.CONTRADICTED, claims.CONTRADICTED),
+        # Within a point of random semi-hard on every seed: not faster, and as robust.
+        ((0.80, 0.81, 0.79), claims.INCONCLUSIVE, claims.HELD),
+        # 0, -10, -4 points: open both ways.
+        ((0.80, 0.70, 0.76), claims.INCONCLUSIVE, claims.INCONCLUSIVE),
+    ],
+)
+def test_marginal_loss_against_the_triplets(
+    tmp_path: Path, marginal: tuple, scratch: str, pretrained: str
+) -> None:
+    values = {("marginal", "uniform", 0.4): marginal}
+    for method in ("random_semihard", "fixed_semihard"):
+        values[(method, "uniform", 0.4)] = (0.80,) * 3
+    for method in ("marginal", "random_semihard", "fixed_semihard"):
+        values[(method, "topline", 0.4)] = (1.0,) * 3
+    le_runs(tmp_path / "scratch", values)
+    le_runs(tmp_path / "pretrained", values, pretrained=True)
+    for folder, claim, status in (
+        ("scratch", "le2019-marginal-scratch", scratch),
+        ("pretrained", "le2019-marginal-pretrained", pretrained),
+    ):
+        verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path / folder])))}
+        assert verdicts[claim].status == status, (claim, verdicts[claim].detail)
+        # Each claim is about its own kind of backbone only.
+        other = "le2019-marginal-pretrained" if folder == "scratch" else "le2019-marginal-scratch"
+        assert verdicts[other].status == claims.NOT_EVALUATED and verdicts[other].where == ""
+
+
+def zhang_runs(root: Path, recall: dict, key: str) -> None:
+    """``recall[(method, value of key)]`` per seed; SPMS shares BSPML's loss and is told by its label."""
+    losses = {"BSPML": "bspml", "SPMS": "bspml", "MS": "multi_similarity", "Margin": "margin"}
+    for (method, value), per_seed in recall.items():
+        for seed, r in enumerate(per_seed):
+            write_run(
+                root / f"{method}_{value}_{seed}",
+                [f"method=zhang2023/{method.lower()}", f"{key}={value}", f"seed={seed}"],
+                choices={"loss": losses[method], "miner": "multi_similarity"},
+                config={
+                    "name": "z",
+                    "seed": seed,
+                    "report": {"method": method, "figure": "zhang2023/digits"},
+                    "dataset": {"name": "digits"},
+                    "noise": {"rate": value if key == "noise.rate" else 0.2},
+                },
+                metrics={"test/recall@1": r},
+            )
+
+
+@pytest.mark.parametrize(
+    ("bspml", "status"),
+    [
+        ((0.80, 0.81, 0.82), claims.HELD),  # 5 points above MS and the margin loss on every seed
+        ((0.70, 0.71, 0.72), claims.CONTRADICTED),
+        ((0.80, 0.70, 0.77), claims.INCONCLUSIVE),  # +5, -5, +2 points
+    ],
+)
+def test_bspml_beats_the_baselines_at_every_rate_and_embedding_size(
+    tmp_path: Path, bspml: tuple, status: str
+) -> None:
+    recall = {}
+    for value in (0.1, 0.3):
+        recall[("BSPML", value)] = bspml
+        recall[("MS", value)] = recall[("Margin", value)] = (0.75, 0.76, 0.77)
+    zhang_runs(tmp_path / "noise", recall, "noise.rate")
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path / "noise"])))}[
+        "zhang2023-noise"
+    ]
+    assert verdict.status == status and len(verdict.comparisons) == 4  # two baselines x two rates
+    recall = {}
+    for size in (64, 128):
+        recall[("BSPML", size)] = bspml
+        recall[("MS", size)] = recall[("SPMS", size)] = (0.75, 0.76, 0.77)
+    zhang_runs(tmp_path / "size", recall, "backbone.embedding_size")
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path / "size"])))}[
+        "zhang2023-embedding"
+    ]
+    assert verdict.status == status and len(verdict.comparisons) == 4  # MS and SPMS x two sizes
