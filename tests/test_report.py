@@ -1115,3 +1115,40 @@ def test_bspml_beats_the_baselines_at_every_rate_and_embedding_size(
         "zhang2023-embedding"
     ]
     assert verdict.status == status and len(verdict.comparisons) == 4  # MS and SPMS x two sizes
+
+
+@pytest.mark.parametrize(
+    ("last", "status"),
+    [
+        ((0.70, 0.72, 0.71), claims.HELD),  # the larger setting ends 0.40 higher on every seed
+        ((0.20, 0.22, 0.21), claims.CONTRADICTED),
+        ((0.70, 0.22, 0.35), claims.INCONCLUSIVE),  # +0.40, -0.10, +0.04
+    ],
+)
+def test_bspml_weight_trends_in_all_three_outcomes(tmp_path: Path, last: tuple, status: str) -> None:
+    # MAW against loss.age_max (should rise), SDAW against loss.mu (should fall); the small setting's last
+    # epoch logs 0.30, 0.32, 0.31 (MAW) and the large one's ``last`` (SDAW the same numbers reversed).
+    small = (0.30, 0.32, 0.31)
+    for key, metric, ends in (
+        ("loss.age_max", "train/maw", {1: small, 5: last}),
+        ("loss.mu", "train/sdaw", {1: last, 5: small}),
+    ):
+        for value, per_seed in ends.items():
+            for seed, final in enumerate(per_seed):
+                write_run(
+                    tmp_path / key / f"{value}_{seed}",
+                    [f"{key}={value}", f"seed={seed}"],
+                    choices={"loss": "bspml", "miner": "multi_similarity"},
+                    config={
+                        "name": "bspml",
+                        "seed": seed,
+                        "dataset": {"name": "digits"},
+                        "noise": {"rate": 0.2},
+                    },
+                    metrics={"test/recall@1": 0.9},
+                    logged={metric: [1.0, final]},
+                )
+    maw = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path / "loss.age_max"])))}
+    sdaw = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path / "loss.mu"])))}
+    assert maw["zhang2023-maw"].status == status
+    assert sdaw["zhang2023-sdaw"].status == status
