@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import faiss
@@ -19,7 +20,8 @@ KS = (1, 2, 4, 8)
 
 
 def brute_force_recall(x, labels, ks, query_mask=None) -> dict[str, float]:
-    """Recall@K from the full float64 distance matrix: the definition, with no faiss and no chunks."""
+    """Recall@K from the full float64 distance matrix: the definition, with no faiss and no chunks, and
+    items at exactly equal distance averaged over every order they can come in."""
     x = np.asarray(x, dtype=np.float64)
     if query_mask is None:
         queries, query_labels, gallery, gallery_labels = x, labels, x, labels
@@ -30,8 +32,46 @@ def brute_force_recall(x, labels, ks, query_mask=None) -> dict[str, float]:
     if query_mask is None:
         # The query itself is excluded by index; an identical copy of it at distance 0 stays.
         np.fill_diagonal(distances, np.inf)
-    matches = gallery_labels[np.argsort(distances, axis=1, kind="stable")] == query_labels[:, None]
-    return {f"recall@{k}": float(matches[:, :k].any(axis=1).mean()) for k in ks}
+    hits = np.zeros(len(ks))
+    for row, query_label in zip(distances, query_labels, strict=True):
+        order = np.argsort(row, kind="stable")
+        # The tie groups that reach the first max(ks) ranks, each in every one of its orders.
+        groups, taken = [], 0
+        for value in np.unique(row[order]):
+            if taken >= max(ks):
+                break
+            groups.append(np.flatnonzero(row == value))
+            taken += len(groups[-1])
+        orders = list(itertools.product(*(itertools.permutations(g) for g in groups)))
+        for ranked in orders:
+            matches = gallery_labels[np.concatenate(ranked)] == query_label
+            hits += [matches[:k].any() / len(orders) for k in ks]
+    return {f"recall@{k}": float(h) / len(queries) for k, h in zip(ks, hits, strict=True)}
+
+
+def brute_force_map_at_r(x, labels) -> float:
+    """MAP@R averaged over every order of exactly tied items, by enumerating the orders."""
+    x = np.asarray(x, dtype=np.float64)
+    distances = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(distances, np.inf)
+    total, counted = 0.0, 0
+    for q, row in enumerate(distances):
+        r = int(np.sum(labels == labels[q])) - 1
+        if r == 0:
+            continue
+        groups, taken = [], 0
+        for value in np.unique(row):
+            if taken >= r:
+                break
+            groups.append(np.flatnonzero(row == value))
+            taken += len(groups[-1])
+        orders = list(itertools.product(*(itertools.permutations(g) for g in groups)))
+        for ranked in orders:
+            matches = (labels[np.concatenate(ranked)] == labels[q])[:r]
+            precision = np.cumsum(matches) / np.arange(1, r + 1)
+            total += (precision * matches).sum() / r / len(orders)
+        counted += 1
+    return total / counted
 
 
 def recall_only(x, labels, ks=KS, **kwargs) -> dict[str, float]:
@@ -70,7 +110,7 @@ def test_duplicates_count_as_neighbours_and_only_the_query_index_is_excluded():
     labels[1:20:2] = labels[0:20:2]
     labels[21:40:2] = labels[20:40:2] + 100
     result = recall_only(x, labels, ks=(1, 2, 4))
-    assert result == brute_force_recall(x, labels, (1, 2, 4))
+    assert result == pytest.approx(brute_force_recall(x, labels, (1, 2, 4)), rel=1e-9)
     per_query = recall_only(x[:40], labels[:40], ks=(1,))
     # Among the 40, the copy is the unique nearest neighbour: a hit exactly when it shares the class.
     assert per_query == {"recall@1": 0.5}
@@ -83,6 +123,49 @@ def test_a_query_cut_by_more_tied_duplicates_than_k_keeps_k_true_neighbours():
     assert drop_self(neighbours, np.arange(6)).tolist() == [[1], [0], [0], [0], [0], [0]]
     x = np.zeros((6, 3), dtype=np.float32)
     assert recall_only(x, np.zeros(6, dtype=int), ks=(1, 5)) == {"recall@1": 1.0, "recall@5": 1.0}
+
+
+@pytest.mark.parametrize("backend", ["faiss", "torch"])
+def test_a_constant_embedding_scores_the_same_in_any_order_of_the_test_set(backend):
+    # 20 classes of 10 mapped to one point: every other item ties with every other. In the search's
+    # (index) order 50 such classes scored R@1 = R@8 = MAP@R = .020 sorted, R@1 = .018, R@8 = .128 shuffled.
+    labels = np.repeat(np.arange(20), 10)
+    x = np.zeros((200, 4), dtype=np.float32)
+    shuffled = np.random.default_rng(0).permutation(200)
+    options = dict(recall_ks=(1, 8), nmi=False, backend=backend, use_gpu=False)
+    ordered = evaluate(x, labels, **options)
+    assert evaluate(x[shuffled], labels[shuffled], chunk_size=77, **options) == pytest.approx(
+        ordered, rel=1e-12
+    )
+    # The expectation over tie orders: 9 relevant among 199 tied candidates, K of them drawn.
+    g, r = 199, 9
+    expected_map = sum(r / g * (1 + (i - 1) * (r - 1) / (g - 1)) / i for i in range(1, r + 1)) / r
+    assert ordered == pytest.approx(
+        {"recall@1": 9 / 199, "recall@8": 1 - math.comb(190, 8) / math.comb(199, 8), "map@r": expected_map},
+        rel=1e-9,
+    )
+    # BDML's full-ranking mAP too: all 199 ranks.
+    full = dict(recall_ks=(), nmi=False, map_at_r=False, map_full=True, backend=backend, use_gpu=False)
+    expected_full = sum(r / g * (1 + (i - 1) * (r - 1) / (g - 1)) / i for i in range(1, g + 1)) / r
+    assert evaluate(x, labels, **full) == pytest.approx({"map": expected_full}, rel=1e-9)
+    assert evaluate(x[shuffled], labels[shuffled], **full) == pytest.approx({"map": expected_full}, rel=1e-9)
+    # Query/gallery mode: 50 queries against 150 gallery items.
+    query_mask = np.isin(np.arange(200), shuffled[:50])
+    result = evaluate(x, labels, query_mask=query_mask, map_at_r=False, **{**options, "recall_ks": (1,)})
+    relevant = np.array([np.sum(labels[~query_mask] == c) for c in labels[query_mask]])
+    assert result == pytest.approx({"recall@1": np.mean(relevant / 150)}, rel=1e-9)
+
+
+def test_partial_ties_score_the_average_over_every_order_of_the_tied_items():
+    # Points on a line at 0..3: exact ties at every rank, straddling K and R.
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 4, size=(10, 1)).astype(np.float32)
+    labels = rng.integers(0, 3, size=10)
+    ks = (1, 2, 3, 5)
+    expected = {**brute_force_recall(x, labels, ks), "map@r": brute_force_map_at_r(x, labels)}
+    for backend in ("faiss", "torch"):
+        result = evaluate(x, labels, recall_ks=ks, nmi=False, backend=backend, use_gpu=False)
+        assert result == pytest.approx(expected, rel=1e-9), backend
 
 
 def test_query_gallery_mode_matches_brute_force():
@@ -193,20 +276,21 @@ def test_map_at_r_matches_pytorch_metric_learning():
 
 
 def test_one_search_serves_recall_and_map_at_r(monkeypatch):
-    import noisydml.metrics as metrics
+    import noisydml.metrics.ties as ties
 
     searches = []
-    original = metrics.neighbour_chunks
+    original = ties.neighbour_chunks
 
     def counting(*args, **kwargs):
         searches.append(args[1])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(metrics, "neighbour_chunks", counting)
+    monkeypatch.setattr(ties, "neighbour_chunks", counting)
     x, labels = random_data(300, classes=10)
     evaluate(x, labels, recall_ks=(1, 4), nmi=False)
-    # One search, deep enough for the largest class (R = size - 1) and the largest K.
-    assert searches == [max(4, np.bincount(labels).max() - 1)]
+    # One search, deep enough for the largest class (R = size - 1) and the largest K, and one rank more
+    # to see whether a tie goes on past it (none does here: no second search).
+    assert searches == [max(4, np.bincount(labels).max() - 1) + 1]
 
 
 # NMI and NMI+

@@ -15,8 +15,9 @@ import torch
 from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, NMIAverage, nmi_over_seeds
 from noisydml.metrics.engine import Backend
 from noisydml.metrics.map import mean_average_precision
-from noisydml.metrics.map_at_r import average_precision_at_r, relevant_counts
-from noisydml.metrics.recall import DEFAULT_CHUNK_SIZE, neighbour_chunks, recall_hits
+from noisydml.metrics.map_at_r import relevant_counts
+from noisydml.metrics.recall import DEFAULT_CHUNK_SIZE
+from noisydml.metrics.ties import expected_average_precision, expected_recall_hits, ranked_chunks
 
 __all__ = ["evaluate"]
 
@@ -53,7 +54,8 @@ def evaluate(
     (In-Shop), the items where it is True are queries and search only the items where it is False; NMI
     then clusters all items together. Distances are exact L2, right for unnormalised embeddings too.
     Recall@K counts every query (one with no other item of its class is a miss); MAP@R averages over the
-    queries that have at least one.
+    queries that have at least one. Items at exactly equal distance count as the expectation over their
+    orders (``ties``), so no metric depends on the order of the test set.
 
     ``map_full`` asks for the mean average precision over the whole ranking (BDML's mAP, see ``map``).
     ``nmi_plus_factor`` asks for NMI+ with ``factor x classes`` clusters (capped at the number of items).
@@ -126,20 +128,26 @@ def evaluate(
 
     if search_k > 0:
         started = time.perf_counter()
-        hits = np.zeros(len(recall_ks), dtype=np.int64)
+        hits = np.zeros(len(recall_ks))
         ap_sum = 0.0
-        for start, neighbours in neighbour_chunks(
-            gallery, search_k, queries=queries, chunk_size=chunk_size, use_gpu=use_gpu, backend=backend
+        for start, ranking in ranked_chunks(
+            gallery,
+            gallery_labels,
+            search_k,
+            queries=queries,
+            query_labels=query_labels,
+            chunk_size=chunk_size,
+            use_gpu=use_gpu,
+            backend=backend,
         ):
-            stop = start + len(neighbours)
-            matches = gallery_labels[neighbours] == query_labels[start:stop, None]
+            stop = start + len(ranking.matches)
             if recall_ks:
-                hits += recall_hits(matches, recall_ks)
+                hits += expected_recall_hits(ranking, recall_ks)
             if map_at_r:
                 keep = has_relevant[start:stop]
-                ap_sum += average_precision_at_r(matches[keep], r[start:stop][keep]).sum()
+                ap_sum += expected_average_precision(ranking.rows(keep), r[start:stop][keep]).sum()
         for k, h in zip(recall_ks, hits, strict=True):
-            results[f"recall@{k}"] = float(h) / len(query_labels)
+            results[f"recall@{k}"] = float(h / len(query_labels))
         if map_at_r:
             results["map@r"] = float(ap_sum) / int(has_relevant.sum())
         timings["search"] = time.perf_counter() - started

@@ -10,8 +10,9 @@ the first k neighbours. This is the textbook AP of a ranking (``sklearn.metrics.
 with the negated distances as scores, when no two distances tie), not MAP@R, which stops at rank R.
 Queries with nothing relevant have no AP and are left out, as in MAP@R.
 
-The ranking comes from ``recall.neighbour_chunks`` asked for every candidate, so memory is one chunk of
-queries times the gallery size; the chunk is shrunk to keep that near ``MAX_CHUNK_ENTRIES``.
+The ranking comes from ``ties.ranked_chunks`` asked for every candidate, so memory is one chunk of
+queries times the gallery size; the chunk is shrunk to keep that near ``MAX_CHUNK_ENTRIES``. Exactly tied
+items count as the expectation over their orders (see ``ties``), as in Recall@K and MAP@R.
 """
 
 from __future__ import annotations
@@ -19,20 +20,11 @@ from __future__ import annotations
 import numpy as np
 
 from noisydml.metrics.engine import Backend, resolve_engine
-from noisydml.metrics.recall import GPU_MAX_K, neighbour_chunks
+from noisydml.metrics.recall import GPU_MAX_K
+from noisydml.metrics.ties import expected_average_precision, ranked_chunks
 
-# Neighbour indices held at once (x 12 bytes with faiss's distances): about 200 MB.
-MAX_CHUNK_ENTRIES = 1 << 24
-
-
-def average_precision(matches: np.ndarray) -> np.ndarray:
-    """AP per row of ``matches`` (query x full ranking, True where the item shares the query's class);
-    rows with no True give NaN."""
-    rank = np.arange(1, matches.shape[1] + 1)
-    precision_at_hits = np.cumsum(matches, axis=1) / rank * matches
-    relevant = matches.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return precision_at_hits.sum(axis=1) / relevant
+# Ranks held at once (x about 50 bytes with the distances and the tie groups): about 200 MB.
+MAX_CHUNK_ENTRIES = 1 << 22
 
 
 def mean_average_precision(
@@ -59,13 +51,24 @@ def mean_average_precision(
         use_gpu = False
     chunk_size = max(1, MAX_CHUNK_ENTRIES // (n_candidates + 1))
     ap_sum, counted = 0.0, 0
-    for start, neighbours in neighbour_chunks(
-        gallery, n_candidates, queries=queries, chunk_size=chunk_size, use_gpu=use_gpu, backend=backend
+    for _, ranking in ranked_chunks(
+        gallery,
+        gallery_labels,
+        n_candidates,
+        queries=queries,
+        query_labels=query_labels,
+        chunk_size=chunk_size,
+        use_gpu=use_gpu,
+        backend=backend,
     ):
-        matches = gallery_labels[neighbours] == query_labels[start : start + len(neighbours), None]
-        ap = average_precision(matches)
-        has_relevant = ~np.isnan(ap)
-        ap_sum += float(ap[has_relevant].sum())
+        relevant = ranking.matches.sum(axis=1)
+        has_relevant = relevant > 0
+        if has_relevant.any():
+            ap_sum += float(
+                expected_average_precision(
+                    ranking.rows(has_relevant), relevant[has_relevant], full=True
+                ).sum()
+            )
         counted += int(has_relevant.sum())
     if counted == 0:
         raise ValueError(

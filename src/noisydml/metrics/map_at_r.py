@@ -4,8 +4,9 @@ For a query with R relevant items (the other items of its class, or in query/gal
 items of its class), ``AP@R = (1/R) * sum_{i <= R} P(i) * rel(i)``, where ``rel(i)`` says whether the i-th
 nearest neighbour shares the query's class and ``P(i)`` is the precision of the first i neighbours. MAP@R
 is the mean over queries that have R >= 1; a query with nothing relevant has no AP and is left out, as in
-pytorch-metric-learning's ``mean_average_precision_at_r``. The neighbours come from
-``recall.neighbour_chunks``, the same search Recall@K uses.
+pytorch-metric-learning's ``mean_average_precision_at_r``. The ranking comes from
+``ties.ranked_chunks``, the same search Recall@K uses, and exactly tied items count as the expectation
+over their orders (``ties.expected_average_precision``).
 """
 
 from __future__ import annotations
@@ -22,14 +23,3 @@ def relevant_counts(
     position = np.searchsorted(classes, query_labels).clip(max=len(classes) - 1)
     counts = np.where(classes[position] == query_labels, sizes[position], 0)
     return counts - 1 if leave_one_out else counts
-
-
-def average_precision_at_r(matches: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """AP@R per query, from ``matches`` (query x neighbour rank, True where the neighbour shares the
-    query's class, at least ``max(r)`` columns) and every query's R (all >= 1)."""
-    width = int(r.max())
-    matches = matches[:, :width]
-    rank = np.arange(1, width + 1)
-    precision = np.cumsum(matches, axis=1) / rank
-    counted = matches & (rank <= r[:, None])
-    return (precision * counted).sum(axis=1) / r

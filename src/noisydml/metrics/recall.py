@@ -5,8 +5,9 @@ Distances are exact squared L2 (faiss ``IndexFlatL2``, or the same arithmetic in
 not on the unit sphere (BDML's are not). Two caveats come with any float32 kNN:
 
 - Ties: items at exactly the same distance (duplicate embeddings) come back in an order faiss does not
-  specify, so when a tie straddles rank K, which of the tied items counts as "within K" is arbitrary.
-  Duplicates of a query are kept as neighbours: only the query's own index is removed.
+  specify; ``ties`` scores Recall@K and MAP@R as their expectation over the orders of tied items, so
+  the order of the test set does not matter. Duplicates of a query are kept as neighbours: only the
+  query's own index is removed.
 - faiss computes ``|x|^2 + |y|^2 - 2<x, y>`` in float32 for batches of queries, so the query's distance
   to itself need not come out as exactly 0 and a near-duplicate may rank ahead of it. Removing the query
   by index rather than by rank makes that harmless.
@@ -42,15 +43,21 @@ def flat_l2_index(gallery: np.ndarray, *, use_gpu: bool) -> faiss.Index:
     return index
 
 
-def drop_self(neighbours: np.ndarray, query_ids: np.ndarray) -> np.ndarray:
-    """Remove each query's own index from its row of ``k + 1`` neighbours, leaving ``k``.
+def drop_self(
+    neighbours: np.ndarray, query_ids: np.ndarray, distances: np.ndarray | None = None
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Remove each query's own index from its row of ``k + 1`` neighbours, leaving ``k`` (and the same
+    column of ``distances``, when given: then both are returned).
 
     A row without the query (more than ``k`` duplicates tied with it at distance 0, so it was cut) drops
     its last, farthest neighbour instead, which keeps every row at ``k`` true non-self neighbours.
     """
     is_self = neighbours == query_ids[:, None]
     is_self[~is_self.any(axis=1), -1] = True
-    return neighbours[~is_self].reshape(len(neighbours), neighbours.shape[1] - 1)
+    shape = (len(neighbours), neighbours.shape[1] - 1)
+    if distances is None:
+        return neighbours[~is_self].reshape(shape)
+    return neighbours[~is_self].reshape(shape), distances[~is_self].reshape(shape)
 
 
 def neighbour_chunks(
@@ -61,9 +68,11 @@ def neighbour_chunks(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     use_gpu: bool | None = None,
     backend: Backend = "auto",
-) -> Iterator[tuple[int, np.ndarray]]:
+    with_distances: bool = False,
+) -> Iterator[tuple[int, np.ndarray]] | Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Yield ``(start, neighbours)``: gallery indices of the ``k`` nearest neighbours of queries
-    ``start .. start + len(neighbours)``, nearest first.
+    ``start .. start + len(neighbours)``, nearest first; ``with_distances``: ``(start, neighbours,
+    distances)``, the squared L2 distances the search ranked by.
 
     With ``queries=None`` every gallery item is a query and its own index is excluded (leave-one-out);
     otherwise the queries search the gallery and nothing is excluded. Only one chunk of results lives in
@@ -85,9 +94,10 @@ def neighbour_chunks(
     engine = resolve_engine(backend, use_gpu)
     if engine.library == "torch":
         own_queries = None if leave_one_out else queries
-        yield from torch_search.knn_chunks(
+        for start, neighbours, distances in torch_search.knn_chunks(
             gallery, k, queries=own_queries, chunk_size=chunk_size, device=engine.device
-        )
+        ):
+            yield (start, neighbours, distances) if with_distances else (start, neighbours)
         return
     on_gpu = engine.gpu
     if on_gpu and search_k > GPU_MAX_K:
@@ -99,10 +109,10 @@ def neighbour_chunks(
     index = flat_l2_index(gallery, use_gpu=on_gpu)
     for start in range(0, len(queries), chunk_size):
         chunk = queries[start : start + chunk_size]
-        _, neighbours = index.search(chunk, search_k)
+        distances, neighbours = index.search(chunk, search_k)
         if leave_one_out:
-            neighbours = drop_self(neighbours, np.arange(start, start + len(chunk)))
-        yield start, neighbours
+            neighbours, distances = drop_self(neighbours, np.arange(start, start + len(chunk)), distances)
+        yield (start, neighbours, distances) if with_distances else (start, neighbours)
 
 
 def recall_hits(matches: np.ndarray, ks: Sequence[int]) -> np.ndarray:

@@ -55,7 +55,8 @@ def knn_chunks(
     chunk_size: int,
     device: str,
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """``recall.neighbour_chunks`` in torch: ``(start, neighbours)`` per chunk of queries, nearest first.
+    """``recall.neighbour_chunks`` in torch: ``(start, neighbours, distances)`` per chunk of queries,
+    nearest first.
 
     With ``queries=None`` every gallery item queries the others: its own index is excluded (set to an
     infinite distance), its duplicates are not.
@@ -70,7 +71,8 @@ def knn_chunks(
             if queries is None:
                 rows = torch.arange(len(chunk), device=device)
                 distances[rows, rows + start] = float("inf")
-            yield start, _nearest_by_index(distances, k).cpu().numpy()
+            columns = _nearest_by_index(distances, k)
+            yield start, columns.cpu().numpy(), torch.gather(distances, 1, columns).cpu().numpy()
 
 
 def _nearest_by_index(distances: torch.Tensor, k: int) -> torch.Tensor:
