@@ -19,6 +19,7 @@ from pathlib import Path
 from noisydml.report import claims as claims_module
 from noisydml.report.calculator import DEFAULT_ETAS, theory_text
 from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect
+from noisydml.report.detection import draw_detection
 from noisydml.report.plots import draw_table
 from noisydml.report.published import load_published
 from noisydml.report.statistics import INTERVALS, T
@@ -74,6 +75,7 @@ def write_report(
     tables = [pivot(group) for group in groups]
     verdicts = claims_module.evaluate(groups, interval=interval)
     figures = [figure for table in tables for figure in draw_table(table, figures_dir, etas)]
+    figures += draw_detection(groups, figures_dir)
 
     claims_md = claims_module.markdown(verdicts)
     (directory / "claims.md").write_text(claims_md)

@@ -44,8 +44,16 @@ if TYPE_CHECKING:
 
 MULTIRUN_FILE = "multirun.yaml"
 # Logged once per epoch during training; the report reads the last value (BSPML's Eq. 14 and its
-# noise diagnostic).
-EPOCH_METRICS = ("train/maw", "train/sdaw", "train/flipped_auc")
+# noise diagnostic, PRISM's selection and how well it finds the flipped labels).
+EPOCH_METRICS = (
+    "train/maw",
+    "train/sdaw",
+    "train/flipped_auc",
+    "train/prism_kept",
+    "train/prism_auc",
+    "train/prism_precision",
+    "train/prism_recall",
+)
 COMPLETE, FAILED, MISSING = "complete", "failed", "missing"
 
 
