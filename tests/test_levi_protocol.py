@@ -218,3 +218,10 @@ def test_even_odd_run_reports_train_digit_recall(compose_config):
     metrics = train(cfg)
     assert {"test/recall@1", "test_train/recall@1", "test_last_train/recall@1"} <= set(metrics)
     assert 0 < metrics["test_train/recall@1"] <= 1
+
+
+def test_trimmed_margin_trims_the_dist_margin_baselines_triplets():
+    trimmed, _ = method("levi2021/trimmed_margin")
+    baseline, _ = method("levi2021/margin_distance_weighted")
+    assert type(trimmed) is type(baseline) is RandomPositiveMiner
+    assert vars(trimmed.negatives) == vars(baseline.negatives)
