@@ -358,6 +358,7 @@ def test_kmeans_restarts_keep_the_lowest_inertia_and_nmi_seeds_report_the_spread
     [
         ("le2019/fig2_cub", "geometric", "k-means++"),
         ("digits/le2019_noise", "geometric", "k-means++"),
+        ("mnist5k/le2019_noise_disjoint", "geometric", "k-means++"),
         ("levi2021/table2_cub", "arithmetic", "random"),
         ("zhang2023/table1_cub", "arithmetic", "random"),
     ],

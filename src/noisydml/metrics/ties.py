@@ -70,6 +70,12 @@ def tie_groups(
     ranks = np.broadcast_to(np.arange(width), (n, width))
     first = np.ones((n, width), dtype=bool)
     first[:, 1:] = distances[:, 1:] != distances[:, :-1]
+    if first.all() and (extra_size is None or not extra_size.any()):
+        # No ties (the usual case): every item is its own group.
+        hits = np.cumsum(matches, axis=1)
+        return Ranking(
+            matches, ranks, np.ones((n, width), dtype=np.int64), matches.astype(np.int64), hits - matches
+        )
     last = np.ones((n, width), dtype=bool)
     last[:, :-1] = first[:, 1:]
     start = np.maximum.accumulate(np.where(first, ranks, 0), axis=1)
