@@ -27,9 +27,10 @@ class BayesianTripletLoss(TripletMarginLoss, TrainingHooks):
     default ``SumReducer``; the constant ``-log C`` moves no gradient and is left out.
 
     Which triplets form Z the paper does not say beyond "establish the triplet training set"
-    (Algorithm 1) of independent triplets (i, j, l) with y_i = y_j != y_l, with no mining. Use
-    ``miner=all`` (every valid triplet of the P x K batch; with no miner PML does the same), the
-    mini-batch version of that set.
+    (Algorithm 1) of independent triplets (i, j, l) with y_i = y_j != y_l, with no mining, in batches of
+    1024 (BDML, Sec. 4.1). ``conf/method/bdml/`` draws that many uniformly from the valid triplets of
+    each P x K batch (``miner=random_triplets``); ``miner=all`` takes every one of them (with no miner
+    PML does the same). The sum makes their number set the weight of the likelihood against the KL.
 
     ``E_q`` is estimated by Monte Carlo: the module averages this loss over ``module.train_samples``
     forward passes, each with freshly sampled weights; the KL is closed-form (Eq. 6 estimates it by
