@@ -50,7 +50,9 @@ def knn_accuracy(
 ) -> float:
     """Fraction of test items whose k nearest training items vote for their class (BDML).
 
-    A tie between classes goes to the class of the nearest neighbour among the tied ones.
+    A tie between classes goes to the class of the nearest neighbour among the tied ones. Training
+    items at exactly the k-th neighbour's distance are taken in the search's (index) order: unlike
+    Recall@K and MAP@R (``ties``), the vote is not averaged over their orders.
     """
     if not 1 <= k <= len(reference):
         raise ValueError(f"metrics.knn_accuracy_k={k} must be in [1, {len(reference)}]")
