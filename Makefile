@@ -67,7 +67,8 @@ reproduce-mnist5k: install
 
 ## PRISM's noise protocols at CPU scale (conf/experiment/noisy_dml/): every paper's method, PRISM and MCL under
 ## symmetric and small-cluster noise at 25% and 50%, on digits and mnist5k, JOBS at a time; three reports
-## under outputs/reports/noisy_dml_*/.
+## under outputs/reports/noisy_dml_*/. About 35 CPU minutes (2026-11-24: a mnist5k job 29 CPU seconds x 64,
+## the 80 digits jobs 3.2 CPU minutes together), so about 20 minutes on 2 idle cores; not yet timed end to end.
 NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noisy_dml/digits
 .PHONY: reproduce-noisy-dml-cpu
 reproduce-noisy-dml-cpu: install
