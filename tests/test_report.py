@@ -1152,3 +1152,31 @@ def test_bspml_weight_trends_in_all_three_outcomes(tmp_path: Path, last: tuple, 
     sdaw = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path / "loss.mu"])))}
     assert maw["zhang2023-maw"].status == status
     assert sdaw["zhang2023-sdaw"].status == status
+
+
+@pytest.mark.parametrize("figure", ["noisy_dml/digits", "le2019/digits"])
+def test_noisy_dml_comparison_shows_no_paper_claims(tmp_path: Path, figure: str) -> None:
+    # Le & Odobez's miners, noisy and topline: runs that decide le2019's claims in a le2019 experiment,
+    # but no paper's claim is about a noisy_dml comparison (PRISM's protocols).
+    for (miner, noise, rate), values in LE_RECALL.items():
+        for seed, recall in enumerate(values):
+            if recall is None:
+                continue
+            config = {**le_config(miner, noise, rate, seed), "report": {"method": None, "figure": figure}}
+            overrides = [f"miner={miner}", f"noise={noise}", f"noise.rate={rate}", f"seed={seed}"]
+            write_run(
+                tmp_path / "runs" / ",".join(sorted(overrides)),
+                overrides,
+                choices={"loss": "triplet", "miner": miner, "noise": noise, "dataset": "digits"},
+                config=config,
+                metrics={"test/recall@1": recall},
+            )
+    report = write_report([tmp_path / "runs"], tmp_path / "out", name="report")
+    text = (report.directory / "report.md").read_text()
+    if figure.startswith("noisy_dml"):
+        assert report.verdicts == [] and "No published claim applies" in text
+        assert "le2019-ratio" not in text and claims.NOT_EVALUATED not in text
+    else:
+        (ratio,) = [v for v in report.verdicts if v.claim.id == "le2019-ratio"]
+        assert ratio.where == "le2019/digits [digits]" and ratio.status != claims.NOT_EVALUATED
+        assert "No published claim applies" not in text
