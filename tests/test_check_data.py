@@ -47,3 +47,23 @@ def test_a_missing_layout_file_is_named_with_the_layout(tmp_path, capsys):
     assert main(["cars196", f"paths.data_dir={tmp_path}"]) == 1
     err = capsys.readouterr().err
     assert "cars_annos.mat not found under dataset.root" in err and "Expected layout" in err
+
+
+def test_cars98n_download_is_checked_against_prisms_link_list(tmp_path, capsys):
+    # 4 class folders of 3 images and an error page saved as .jpg, as PRISM's download script leaves them.
+    folder = layouts.make_cars98n(tmp_path)
+    result = check("cars98n", [f"paths.data_dir={tmp_path}"])
+    assert result.counts == {"train": 13, "train classes": 4, "test": 6}
+    (page,) = result.unreadable
+    assert page[0].endswith("dead--link.jpg") and result.skips_unreadable
+    # Fewer images than links is as published (links die); 4 class folders of 98 and the test split are not.
+    assert set(result.mismatched) == {"train classes", "test"}
+    assert main(["cars98n", f"paths.data_dir={tmp_path}"]) == 1
+    out = capsys.readouterr().out
+    assert "train: 13 images (ok, 9,558 links published; dead links expected)" in out
+    assert "train classes: 4 (published 98)" in out and "test: 6 images (published 8,131)" in out
+    assert f"1 unreadable, skipped by a run:\n    {page[0]}" in out
+    # More images than PRISM's list holds is no download of it.
+    for k in range(9558):
+        (folder / "img_v3" / "0" / f"extra{k}.jpg").touch()
+    assert "train" in check("cars98n", [f"paths.data_dir={tmp_path}"]).mismatched
