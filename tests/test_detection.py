@@ -1,4 +1,4 @@
-"""The report's noise-detection curves, from real PRISM runs on the digits."""
+"""The report's noise-detection curves, from real PRISM runs and plain runs on the digits."""
 
 from __future__ import annotations
 
@@ -16,14 +16,45 @@ def test_prism_runs_give_a_detection_curve_per_epoch_in_the_report(compose_confi
             "method=prism/prism", "noise.rate=0.4", f"seed={seed}", "trainer.max_epochs=2", run=f"seed{seed}"
         )
         train(cfg)
+    # The plain run's per-sample loss beside it, the reference.
+    train(compose_config("+callbacks=loss_detection", "noise.rate=0.4", "trainer.max_epochs=2", run="plain"))
     runs = collect([tmp_path])
-    assert len(runs) == 2
-    series = epoch_series(runs[0])
+    assert len(runs) == 3
+    series = epoch_series(next(run for run in runs if run.path.name == "seed0"))
     # Every epoch's AUC, precision and recall, each a fraction.
     for metric in ("train/prism_auc", "train/prism_precision", "train/prism_recall"):
         assert sorted(series[metric]) == [0, 1]
         assert all(0.0 <= value <= 1.0 for value in series[metric].values())
     report = write_report([tmp_path], tmp_path / "out", name="detection")
-    drawn = [path for path, _ in report.figures if "prism_auc" in path.name]
-    assert len(drawn) == 1 and matplotlib.image.imread(drawn[0]).shape[0] > 100
-    assert "ROC AUC of PRISM's score" in (report.directory / "report.md").read_text()
+    drawn = [(path, caption) for path, caption in report.figures if "detection_auc" in path.name]
+    ((path, caption),) = drawn
+    assert matplotlib.image.imread(path).shape[0] > 100
+    assert "ROC AUC at finding flipped labels, of PRISM's score, per-sample loss" in caption
+    assert caption in (report.directory / "report.md").read_text()
+
+
+def test_plain_run_logs_how_well_its_per_sample_loss_finds_the_flipped_labels(compose_config, tmp_path):
+    # 40% of the digits' labels flipped at random: a flipped sample's positives are of another digit, so its
+    # triplets cost more than a clean one's from the first epoch on.
+    cfg = compose_config(
+        "+callbacks=loss_detection", "noise.rate=0.4", "trainer.max_epochs=2", "data.batches_per_epoch=6"
+    )
+    train(cfg)
+    (run,) = collect([tmp_path])
+    series = epoch_series(run)
+    for metric in ("train/loss_auc", "train/loss_precision", "train/loss_recall"):
+        assert sorted(series[metric]) == [0, 1]
+    assert all(auc > 0.7 for auc in series["train/loss_auc"].values())
+    # As many flagged as flipped: precision and recall are one number, far above the 40% of a random pick.
+    assert series["train/loss_precision"] == series["train/loss_recall"]
+    assert all(precision > 0.55 for precision in series["train/loss_precision"].values())
+    # Without noise there is nothing to find: nothing logged, the run unchanged.
+    train(compose_config("+callbacks=loss_detection", "noise.rate=0", run="clean"))
+    clean = next(run for run in collect([tmp_path]) if run.path.name == "clean")
+    assert not epoch_series(clean)
+
+
+def test_noisy_dml_experiments_log_the_per_sample_loss_reference(compose_config):
+    for experiment in ("digits", "mnist5k_symmetric", "mnist5k_small_cluster"):
+        cfg = compose_config(f"experiment=noisy_dml/{experiment}", tiny=False)
+        assert cfg.callbacks.loss_detection._target_ == "noisydml.loss_detection.LossDetection"

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 MULTIRUN_FILE = "multirun.yaml"
 # Logged once per epoch during training; the report reads the last value (BSPML's Eq. 14 and its
-# noise diagnostic, PRISM's selection and how well it finds the flipped labels).
+# noise diagnostic, PRISM's selection and how well it and the per-sample loss find the flipped labels).
 EPOCH_METRICS = (
     "train/maw",
     "train/sdaw",
@@ -53,6 +53,9 @@ EPOCH_METRICS = (
     "train/prism_auc",
     "train/prism_precision",
     "train/prism_recall",
+    "train/loss_auc",
+    "train/loss_precision",
+    "train/loss_recall",
 )
 COMPLETE, FAILED, MISSING = "complete", "failed", "missing"
 

@@ -1,8 +1,11 @@
 """Noise-detection curves: per epoch, how well a method that scores or selects samples finds the labels
 the project flipped (which the papers could only guess). PRISM logs the ROC AUC of its class-centre
-score and the precision and recall of the samples it drops; BSPML the ROC AUC of its sample weights.
+score and the precision and recall of the samples it drops; BSPML the ROC AUC of its sample weights; the
+reference for both, a run's per-sample training loss (``noisydml.loss_detection``), its ROC AUC and the
+precision and recall of its highest losses at the true flip rate.
 
-One figure per group of runs and metric: a line per method and noise setting, the mean over seeds.
+One figure per group of runs and measure (ROC AUC, precision, recall): a line per method, noise setting and
+score, the mean over seeds, so each method's detection is drawn beside the per-sample loss's.
 """
 
 from __future__ import annotations
@@ -16,14 +19,24 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from noisydml.report.collect import COMPLETE, Run
-from noisydml.report.tables import Group, slug
+from noisydml.report.tables import Group
 from noisydml.rundir import RunDir
 
+# Each detection metric: the panel it is drawn in and the score it measures.
 DETECTION_METRICS = {
-    "train/prism_auc": "ROC AUC of PRISM's score at finding flipped labels",
-    "train/flipped_auc": "ROC AUC of BSPML's weights at finding flipped labels",
-    "train/prism_precision": "precision of PRISM's dropped samples (flipped / dropped)",
-    "train/prism_recall": "recall of PRISM's dropped samples (dropped / flipped)",
+    "train/prism_auc": ("auc", "PRISM's score"),
+    "train/flipped_auc": ("auc", "BSPML's weights"),
+    "train/loss_auc": ("auc", "per-sample loss"),
+    "train/prism_precision": ("precision", "PRISM's dropped samples"),
+    "train/loss_precision": ("precision", "highest losses, as many as flipped"),
+    "train/prism_recall": ("recall", "PRISM's dropped samples"),
+    "train/loss_recall": ("recall", "highest losses, as many as flipped"),
+}
+# A panel per measure, every method's curve and the per-sample loss's (the reference) side by side.
+PANELS = {
+    "auc": "ROC AUC at finding flipped labels",
+    "precision": "precision at finding flipped labels (flipped / flagged)",
+    "recall": "recall at finding flipped labels (flagged / flipped)",
 }
 
 
@@ -50,22 +63,29 @@ def label(run: Run) -> str:
 
 
 def draw_detection(groups: list[Group], out: Path) -> list[tuple[Path, str]]:
-    """A figure per group and detection metric that any of its complete runs logged."""
+    """A figure per group and panel (AUC, precision, recall) that any of its complete runs logged: a
+    curve per method, noise setting and score."""
     figures = []
     for group in groups:
         curves: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
             lambda: defaultdict(lambda: defaultdict(list))
         )
+        scores: dict[str, set[str]] = defaultdict(set)
         for run in group.runs:
             if run.status != COMPLETE or run.path is None:
                 continue
             for metric, values in epoch_series(run).items():
+                panel, score = DETECTION_METRICS[metric]
+                scores[panel].add(score)
                 for epoch, value in values.items():
-                    curves[metric][label(run)][epoch].append(value)
-        for metric, lines in sorted(curves.items()):
-            path = out / f"{group.slug}_{slug(metric)}.png"
-            caption = f"{group.title}: {DETECTION_METRICS[metric]}, per epoch (mean over seeds)"
-            _plot(lines, path, DETECTION_METRICS[metric], caption)
+                    curves[panel][f"{label(run)}: {score}"][epoch].append(value)
+        for panel, lines in sorted(curves.items()):
+            path = out / f"{group.slug}_detection_{panel}.png"
+            caption = (
+                f"{group.title}: {PANELS[panel]}, of {', '.join(sorted(scores[panel]))}, per epoch "
+                "(mean over seeds)"
+            )
+            _plot(lines, path, PANELS[panel], caption)
             figures.append((path, caption))
     return figures
 
