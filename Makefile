@@ -65,10 +65,13 @@ MNIST5K := $(MNIST5K_LONGEST) $(filter-out $(MNIST5K_LONGEST),$(patsubst conf/ex
 reproduce-mnist5k: install
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(MNIST5K))
 
-## PRISM's noise protocols at CPU scale (conf/experiment/noisy_dml/): every paper's method, PRISM and MCL under
-## symmetric and small-cluster noise at 25% and 50%, on digits and mnist5k, JOBS at a time; three reports
-## under outputs/reports/noisy_dml_*/. About 35 CPU minutes (2026-11-24: a mnist5k job 29 CPU seconds x 64,
-## the 80 digits jobs 3.2 CPU minutes together), so about 20 minutes on 2 idle cores; not yet timed end to end.
+## PRISM's noise protocols at CPU scale (conf/experiment/noisy_dml/): every method of the five papers that has a
+## method= config, PRISM and MCL (31 on digits, 27 on mnist5k: BDML's need its features) under symmetric and
+## small-cluster noise at 25% and 50%, 2 seeds, JOBS at a time; three reports under outputs/reports/noisy_dml_*/.
+## An estimate, not a measurement (2026-11-24, single jobs timed in process at cpu_threads=1, as each sweep
+## runs in one process): the two mnist5k halves at once, 108 jobs each at 18 CPU s (the costliest timed,
+## BSPML's; most took 10-12), 32 minutes; then the 248 digits jobs (1-4 CPU s each), 10: about 42 minutes
+## on 2 idle cores. Not yet timed end to end.
 NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noisy_dml/digits
 .PHONY: reproduce-noisy-dml-cpu
 reproduce-noisy-dml-cpu: install
