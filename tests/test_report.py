@@ -344,7 +344,7 @@ def test_yu_lambda_claim(tmp_path: Path, adapted: tuple, status: str) -> None:
 def test_yu_lambda_is_chosen_on_validation_not_test(tmp_path: Path) -> None:
     # On test lambda 2 looks best; the validation split chose lambda 0.5, which is what is compared.
     for weight, test, val in ((0, 0.90, 0.90), (0.5, 0.92, 0.95), (2, 0.97, 0.91)):
-        for seed in (0, 1):
+        for seed in (0, 1, 2):
             write_run(
                 tmp_path / f"w{weight}_{seed}",
                 [f"loss.match_weight={weight}", f"seed={seed}"],
@@ -937,11 +937,16 @@ def test_bdml_beats_dml_at_every_class_conditional_vector(tmp_path: Path, bdml: 
 
 @pytest.mark.parametrize(
     ("bdml", "status"),
-    [((0.89, 0.90), claims.HELD), ((0.85, 0.86), claims.CONTRADICTED), ((0.89, 0.86), claims.INCONCLUSIVE)],
+    [
+        ((0.89, 0.90, 0.88), claims.HELD),
+        ((0.85, 0.86, 0.84), claims.CONTRADICTED),
+        ((0.89, 0.86, 0.88), claims.INCONCLUSIVE),
+    ],
 )
 def test_bdml_beats_dml_in_ms_celeb_map(tmp_path: Path, bdml: tuple, status: str) -> None:
     # Table 4 scores retrieval by mAP: the claim reads test/map, not the 3-NN accuracy also logged.
-    for method, values in (("DML", (0.87, 0.88)), ("BDML", bdml)):
+    # Three seeds: equal differences on two seeds of runs that move with the seed decide nothing.
+    for method, values in (("DML", (0.87, 0.88, 0.86)), ("BDML", bdml)):
         loss, backbone = ("triplet", "mlp") if method == "DML" else ("bayesian_triplet", "bayesian_mlp")
         for seed, value in enumerate(values):
             write_run(

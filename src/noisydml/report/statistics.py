@@ -28,6 +28,8 @@ CONFIDENCE = 0.95
 POWER = 0.8
 # Beyond this many seeds the effect is too small to chase: ``seeds_needed`` says None.
 MAX_SEEDS = 1000
+# Equal differences on fewer seeds than this, from runs that move with the seed, give no interval (paired).
+COINCIDENCE_SEEDS = 3
 T, BOOTSTRAP = "t", "bootstrap"
 INTERVALS = (T, BOOTSTRAP)
 # Resamples of the bootstrap, from a fixed generator: the same runs give the same report.
@@ -87,7 +89,12 @@ def paired(
     bootstrap ``interval`` (``interval_kind``'s when None) and its p-value.
 
     One shared seed gives the difference with an unbounded interval. Differences that are all equal give
-    the point as its interval (p = 0, or 1 when they are all zero): runs that do not depend on the seed.
+    the point as its interval (p = 0, or 1 when they are all zero) only when neither side moves with the
+    seed (a PCA baseline): the difference is then exact. Equal differences of runs that do move with the
+    seed are a coincidence of a discrete metric (Recall@1 over N test items moves in steps of 1/N; two seeds
+    that both differ by one step are common), not a spread of zero: no interval can be told from them, so
+    the interval is unbounded, as for one seed. From ``COINCIDENCE_SEEDS`` seeds on, equal differences are
+    taken as an exact effect again (three equal steps by chance are rare).
     """
     kind = interval or _INTERVAL.get()
     if kind not in INTERVALS:
@@ -102,7 +109,10 @@ def paired(
         return Paired(effect, -math.inf, math.inf, math.nan, 1, math.nan, kind)
     sd = float(differences.std(ddof=1))
     if sd == 0:
-        return Paired(effect, effect, effect, 1.0 if effect == 0 else 0.0, n, 0.0, kind)
+        seed_independent = len({a[seed] for seed in shared}) == 1 and len({b[seed] for seed in shared}) == 1
+        if seed_independent or n >= COINCIDENCE_SEEDS:
+            return Paired(effect, effect, effect, 1.0 if effect == 0 else 0.0, n, 0.0, kind)
+        return Paired(effect, -math.inf, math.inf, math.nan, n, math.nan, kind)
     if kind == BOOTSTRAP:
         low, high, p_value = _bootstrap(differences, confidence)
         return Paired(effect, low, high, p_value, n, sd, kind)
