@@ -88,23 +88,26 @@ def test_experiment_trains_two_steps(compose_config, tmp_path, monkeypatch, expe
     assert metrics and all(0.0 <= value <= 1.0 for value in metrics.values())
 
 
+NOISE_MODELS = ("symmetric", "small_cluster")
 # Methods a noisy_dml sweep may leave out: the same methods batched for other data sets (MS-Celeb, CIFAR-10).
 OTHER_BATCHING = {"bdml/bdml_msceleb", "bdml/dml_cifar10"}
 
 
-def test_noisy_dml_cpu_sweeps_run_every_method_of_the_five_papers_and_prism():
+def test_noisy_dml_sweeps_run_every_method_of_the_five_papers_and_prism():
     methods = {
         str(p.relative_to(CONFIG_DIR / "method").with_suffix(""))
         for p in (CONFIG_DIR / "method").rglob("*.yaml")
     }
     swept = {}
+    images = [f"{ds}_{noise}" for ds in ("mnist5k", "cub", "cars196", "sop") for noise in NOISE_MODELS]
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        for experiment in ("digits", "mnist5k_symmetric", "mnist5k_small_cluster"):
+        for experiment in ("digits", *images):
             cfg = compose("config", [f"experiment=noisy_dml/{experiment}"], return_hydra_config=True)
             swept[experiment] = set(cfg.hydra.sweeper.params.method.split(","))
     GlobalHydra.instance().clear()
     assert swept["digits"] == methods - OTHER_BATCHING
     # BDML's MLPs take its PCA features, not images: the digits comparison runs them on the pixels.
     bdml = {method for method in methods if method.startswith("bdml/")}
-    assert swept["mnist5k_symmetric"] == swept["mnist5k_small_cluster"] == methods - bdml
+    for experiment in images:
+        assert swept[experiment] == methods - bdml, experiment
