@@ -220,8 +220,9 @@ def test_ratio_claim_is_contradicted_and_reports_gaps(tmp_path: Path) -> None:
     assert comparison.result.effect == pytest.approx((0.60 + 0.62 + 0.58 - 0.80 - 0.81 - 0.79) / 3 / 0.9)
 
 
-def bdml_runs(root: Path, recall: dict) -> list[Path]:
-    """Single runs (no sweep) of BDML's Table 1 methods: ``recall[(method, rate)]`` per seed."""
+def bdml_runs(root: Path, recall: dict, lrs: dict | None = None) -> list[Path]:
+    """Single runs (no sweep) of BDML's Table 1 methods: ``recall[(method, rate)]`` per seed; ``lrs``, a
+    learning rate per method as its tuning chose it (an override of its own)."""
     dirs = []
     for (method, rate), values in recall.items():
         for seed, value in enumerate(values):
@@ -240,6 +241,7 @@ def bdml_runs(root: Path, recall: dict) -> list[Path]:
             }
             overrides = [f"loss={choices['loss']}", f"backbone={choices['backbone']}", f"noise.rate={rate}"]
             overrides.append(f"seed={seed}")
+            overrides += [f"optimizer.lr={lrs[method]}"] if lrs else []
             dirs.append(
                 write_run(
                     root / f"{method}_{rate}_{seed}",
@@ -300,6 +302,16 @@ def test_bdml_claims(tmp_path: Path, bdml_at_50: tuple, status: str) -> None:
     if status == claims.INCONCLUSIVE:
         # Mean +0.67 points, sd 4.51: a paired t-test would need hundreds of seeds to see it.
         assert verdicts["bdml-50"].seeds_needed is not None and verdicts["bdml-50"].seeds_needed > 100
+
+
+def test_bdml_at_50_compares_methods_tuned_apart(tmp_path: Path) -> None:
+    # digits/bdml_noise tunes Adam's rate per method: no two methods share a row key, and BDML must
+    # still be set against DML and against Bayes-linear (the digits report had "nothing to compare").
+    recall = {(m, 0.5): v for m, v in (("DML", [0.70, 0.72, 0.71]), ("Bayes-linear", [0.68, 0.69, 0.70]))}
+    recall[("BDML", 0.5)] = [0.76, 0.79, 0.76]
+    bdml_runs(tmp_path, recall, lrs={"DML": 0.0012, "Bayes-linear": 0.0016, "BDML": 0.0027})
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["bdml-50"]
+    assert verdict.status == claims.HELD and len(verdict.comparisons) == 2
 
 
 @pytest.mark.parametrize(
