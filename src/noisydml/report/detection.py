@@ -54,52 +54,70 @@ def epoch_series(run: Run) -> dict[str, dict[int, float]]:
     return series
 
 
-def label(run: Run) -> str:
-    """The run's method and noise setting, as a curve's legend."""
+def label(run: Run) -> tuple[str, str]:
+    """The run's noise setting (a figure's panel) and method (a curve's legend)."""
     method = run.choices.get("method") or run.choices.get("loss") or "run"
     noise = run.choices.get("noise", "")
     rate = run.overrides.get("noise.rate", (run.config.get("noise") or {}).get("rate", ""))
-    return f"{method}, {noise} {rate}".strip()
+    return f"{noise} {rate}".strip(), method
 
 
 def draw_detection(groups: list[Group], out: Path) -> list[tuple[Path, str]]:
-    """A figure per group and panel (AUC, precision, recall) that any of its complete runs logged: a
-    curve per method, noise setting and score."""
+    """A figure per group and measure (AUC, precision, recall) that any of its complete runs logged: a
+    panel per noise setting, a curve per method and score in it."""
     figures = []
     for group in groups:
-        curves: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
-            lambda: defaultdict(lambda: defaultdict(list))
+        # measure -> noise setting -> "method: score" -> epoch -> values over seeds
+        curves: dict[str, dict[str, dict[str, dict[int, list[float]]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         )
         scores: dict[str, set[str]] = defaultdict(set)
         for run in group.runs:
             if run.status != COMPLETE or run.path is None:
                 continue
+            setting, method = label(run)
             for metric, values in epoch_series(run).items():
                 panel, score = DETECTION_METRICS[metric]
                 scores[panel].add(score)
                 for epoch, value in values.items():
-                    curves[panel][f"{label(run)}: {score}"][epoch].append(value)
-        for panel, lines in sorted(curves.items()):
+                    curves[panel][setting][f"{method}: {score}"][epoch].append(value)
+        for panel, settings in sorted(curves.items()):
             path = out / f"{group.slug}_detection_{panel}.png"
             caption = (
                 f"{group.title}: {PANELS[panel]}, of {', '.join(sorted(scores[panel]))}, per epoch "
-                "(mean over seeds)"
+                "(mean over seeds), a panel per noise setting"
             )
-            _plot(lines, path, PANELS[panel], caption)
+            _plot(settings, path, PANELS[panel])
             figures.append((path, caption))
     return figures
 
 
-def _plot(lines: dict[str, dict[int, list[float]]], path: Path, ylabel: str, title: str) -> None:
-    figure = Figure(figsize=(7, 4.5))
+def _plot(settings: dict[str, dict[str, dict[int, list[float]]]], path: Path, ylabel: str) -> None:
+    """A panel per noise setting side by side; one legend, outside, for the curves of every panel (the
+    CPU comparison draws some 30 methods, which a legend inside a panel would cover)."""
+    names = sorted({name for lines in settings.values() for name in lines})
+    colours = {name: f"C{i % 10}" for i, name in enumerate(names)}
+    styles = {name: ("-", "--", ":", "-.")[(i // 10) % 4] for i, name in enumerate(names)}
+    width = 3.2 * len(settings)
+    figure = Figure(figsize=(width + 3.5, max(3.5, 0.16 * len(names) + 1)))
     FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    for name, by_epoch in sorted(lines.items()):
-        epochs = sorted(by_epoch)
-        axes.plot(epochs, [np.mean(by_epoch[e]) for e in epochs], marker="o", label=name)
-    axes.set_xlabel("epoch")
-    axes.set_ylabel(ylabel, fontsize=8)
-    axes.set_title(title, fontsize=8)
-    axes.legend(fontsize=6)
+    axes_row = figure.subplots(1, len(settings), sharey=True, squeeze=False)[0]
+    for axes, (setting, lines) in zip(axes_row, sorted(settings.items()), strict=True):
+        for name, by_epoch in sorted(lines.items()):
+            epochs = sorted(by_epoch)
+            means = [np.mean(by_epoch[e]) for e in epochs]
+            axes.plot(epochs, means, marker=".", color=colours[name], linestyle=styles[name], label=name)
+        axes.set_title(setting or "noise", fontsize=8)
+        axes.set_xlabel("epoch", fontsize=8)
+        axes.tick_params(labelsize=7)
+    axes_row[0].set_ylabel(ylabel, fontsize=8)
+    handles, labels = [], []
+    for axes in axes_row:
+        for handle, name in zip(*axes.get_legend_handles_labels(), strict=True):
+            if name not in labels:
+                handles.append(handle)
+                labels.append(name)
+    figure.legend(handles, labels, loc="center left", bbox_to_anchor=(width / (width + 3.5), 0.5), fontsize=6)
+    figure.subplots_adjust(left=0.06 * 10 / (width + 3.5), right=width / (width + 3.5) - 0.01, wspace=0.08)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
+    figure.savefig(path, dpi=110)
