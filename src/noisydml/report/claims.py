@@ -304,12 +304,19 @@ def peer_key(row: Row) -> frozenset:
 def pairs(
     a_rows: list[Row], b_rows: list[Row], same: Callable[[Row, Row], bool] | None = None
 ) -> list[tuple[Row, Row]]:
-    """Rows of method a beside rows of method b that agree on every other override (and ``same``)."""
+    """Rows of method a beside rows of method b that agree on every other override (and ``same``).
+
+    A lone row of a is also set beside each row of b that agrees with none: methods tuned apart (Adam's
+    rate chosen per method) differ in an override that is not the method's, and each baseline must still
+    be compared. A lone pair of rows is compared whatever ``same`` says.
+    """
     matched = [
         (a, b) for a in a_rows for b in b_rows if peer_key(a) == peer_key(b) and (same is None or same(a, b))
     ]
-    if not matched and len(a_rows) == 1 and len(b_rows) == 1:
-        return [(a_rows[0], b_rows[0])]
+    if len(a_rows) == 1:
+        (lone,) = a_rows
+        unmatched = [b for b in b_rows if all(b is not paired for _, paired in matched)]
+        matched += [(lone, b) for b in unmatched if same is None or same(lone, b) or len(b_rows) == 1]
     return matched
 
 
@@ -725,9 +732,7 @@ def _bdml_check(
 def _bdml_at_50(table: Table, bdml: list[Row], dml: list[Row], metric: str) -> Outcome:
     if 0.5 not in [c for c in table.columns if is_number(c)]:
         return Outcome(NOT_EVALUATED, "the sweep has no noise.rate=0.5")
-    # Each baseline on its own: methods tuned apart (optimizer.lr per method) share no row key, and
-    # pairs() matches a lone row of each side only one baseline at a time.
-    return outcome(*compare_columns(table, [p for row in dml for p in pairs(bdml, [row])], metric, [0.5]))
+    return outcome(*compare_columns(table, pairs(bdml, dml), metric, [0.5]))
 
 
 def _difference(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
