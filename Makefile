@@ -66,16 +66,16 @@ reproduce-mnist5k: install
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(MNIST5K))
 
 ## PRISM's noise protocols at CPU scale (conf/experiment/noisy_dml/): every method of the five papers that has a
-## method= config, PRISM and MCL (31 on digits, 27 on mnist5k: BDML's need its features) under symmetric and
-## small-cluster noise at 25% and 50%, 2 seeds, JOBS at a time; three reports under outputs/reports/noisy_dml_*/.
-## An estimate, not a measurement (2026-11-24, single jobs timed in process at cpu_threads=1, as each sweep
-## runs in one process): the two mnist5k halves at once, 108 jobs each at 18 CPU s (the costliest timed,
-## BSPML's; most took 10-12), 32 minutes; then the 248 digits jobs (1-4 CPU s each), 10: about 42 minutes
-## on 2 idle cores. Not yet timed end to end.
-NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noisy_dml/digits
+## method= config, PRISM and MCL (32 on digits, 28 on mnist5k: BDML's need its features) under symmetric and
+## small-cluster noise at 25% and 50%, 3 seeds, JOBS at a time, longest first (the two mnist5k halves, 168
+## jobs each, then the two digits halves, 192 each); a report per sweep under outputs/reports/noisy_dml_*/ and
+## one of all four, outputs/reports/noisy_dml_cpu/. Estimated (not yet timed end to end): 27 + 7 minutes.
+NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noisy_dml/digits_symmetric \
+	noisy_dml/digits_small_cluster
 .PHONY: reproduce-noisy-dml-cpu
 reproduce-noisy-dml-cpu: install
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(NOISY_DML_CPU))
+	@$(BIN)/noisydml-report $(addprefix outputs/reproduce/,$(NOISY_DML_CPU)) --name noisy_dml_cpu
 
 ## One reproduction by name: `make reproduce/digits/le2019_noise` (or a paper's, e.g. reproduce/le2019/fig2_cub).
 reproduce/%: install

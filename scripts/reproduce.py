@@ -54,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tuning-out", default="outputs/tuning", help="folder of the tuning studies")
     parser.add_argument("--no-report", action="store_true", help="run the sweep only")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, after --")
-    args = parser.parse_args(argv)
+    # Intermixed: overrides may come after the options (`le2019/fig2_cub --out o seed=0`); plain
+    # parse_args takes them only straight after the experiment.
+    args = parser.parse_intermixed_args(argv)
 
     if not (EXPERIMENTS / f"{args.experiment}.yaml").is_file():
         known = sorted(str(p.relative_to(EXPERIMENTS).with_suffix("")) for p in EXPERIMENTS.rglob("*.yaml"))

@@ -55,6 +55,7 @@ def test_plain_run_logs_how_well_its_per_sample_loss_finds_the_flipped_labels(co
 
 
 def test_noisy_dml_experiments_log_the_per_sample_loss_reference(compose_config):
-    for experiment in ("digits", "mnist5k_symmetric", "mnist5k_small_cluster"):
-        cfg = compose_config(f"experiment=noisy_dml/{experiment}", tiny=False)
-        assert cfg.callbacks.loss_detection._target_ == "noisydml.loss_detection.LossDetection"
+    for experiment in ("digits", "mnist5k"):
+        for noise in ("symmetric", "small_cluster"):
+            cfg = compose_config(f"experiment=noisy_dml/{experiment}_{noise}", tiny=False)
+            assert cfg.callbacks.loss_detection._target_ == "noisydml.loss_detection.LossDetection"

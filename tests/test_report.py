@@ -1171,7 +1171,7 @@ def test_bspml_weight_trends_in_all_three_outcomes(tmp_path: Path, last: tuple, 
     assert sdaw["zhang2023-sdaw"].status == status
 
 
-@pytest.mark.parametrize("figure", ["noisy_dml/digits", "le2019/digits"])
+@pytest.mark.parametrize("figure", ["noisy_dml/digits_symmetric", "le2019/digits"])
 def test_noisy_dml_comparison_shows_no_paper_claims(tmp_path: Path, figure: str) -> None:
     # Le & Odobez's miners, noisy and topline: runs that decide le2019's claims in a le2019 experiment,
     # but no paper's claim is about a noisy_dml comparison (PRISM's protocols).

@@ -24,7 +24,10 @@ TINY = [
 @pytest.mark.slow
 def test_study_of_three_trials_chooses_the_best_validation_value_and_the_sweep_uses_it(tmp_path):
     experiment = "digits/zhang2023_noise"
-    command = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), experiment, "--"]
+    # Overrides after an option, as a user types them (argparse alone takes them only straight after the
+    # experiment).
+    command = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), experiment]
+    command += ["--out", "outputs/reproduce"]
     command += ["method=zhang2023/bspml", "tune.trials=3", *TINY]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -80,6 +80,20 @@ def test_yu2018_loss_is_eq8_sum_over_the_batch_size():
     assert loss(x, LABELS, triplets).item() == pytest.approx(eq8.item() / len(LABELS), rel=1e-5)
 
 
+def test_yu2018_triplet_is_the_adapted_triplet_at_lambda_zero():
+    # The baseline of Table 1's first rows as a method of its own (noisy_dml sweeps set methods, not
+    # lambdas): Eq. 8 alone, on the same triplets and with the same reduction as the adapted triplet.
+    loss = compose_node("loss", "method=yu2018/triplet")
+    assert isinstance(loss, AdaptedTripletLoss) and loss.match_weight == 0.0
+    assert isinstance(loss.reducer.reducers["loss"], BatchSizeReducer)
+    assert isinstance(compose_node("miner", "method=yu2018/triplet"), SemihardPerPairMiner)
+    x = batch(2)
+    a, p, n = triplets = SemihardPerPairMiner()(x, LABELS)
+    d2 = squared(x)
+    eq8 = torch.relu(d2[a, p] - d2[a, n] + 0.2).sum() / len(LABELS)
+    assert loss(x, LABELS, triplets).item() == pytest.approx(eq8.item(), rel=1e-5)
+
+
 @pytest.mark.parametrize("published_lambda", [0.01, 0.1, 2.0])
 def test_caffe_normalisation_gives_the_published_lambda_grid(published_lambda):
     # Under Caffe's normalisation, Eq. 15 with a published lambda is (|D_S| / N) x the mean-reduced loss
