@@ -93,6 +93,28 @@ def make_cars(root: str | Path, classes: int = 4, per_class: int = 3, size: int 
     return folder
 
 
+def make_cars_class_folders(
+    root: str | Path,
+    names: Sequence[str] = (
+        "Acura RL Sedan 2012",
+        "AM General Hummer SUV 2000",
+        "BMW M3 Coupe 2012",
+        "Bentley X",
+    ),
+    per_class: int = 3,
+    size: int = 8,
+) -> Path:
+    """cars196/images/<class name>/<NNNNN>.jpg, the release re-packed by class as PRISM's lists name it,
+    with a clashing file name given a ``_2``. Colours follow the names' sorted (code point) order,
+    1..len(names): "AM General" before "Acura", not the case-folded order."""
+    folder = Path(root) / "cars196"
+    for label, name in enumerate(sorted(names), 1):
+        files = [f"{label * 100 + k:05d}.jpg" for k in range(per_class - 1)] + [f"{label * 100:05d}_2.jpg"]
+        for file in files:
+            write_image(folder / "images" / name / file, label, size)
+    return folder
+
+
 def make_sop(root: str | Path, classes: int = 4, per_class: int = 3, size: int = 8) -> Path:
     """Stanford_Online_Products/ with Ebay_train.txt, Ebay_test.txt and <super class>_final/*.JPG.
 

@@ -12,8 +12,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 
-from layouts import make_cub
+from layouts import make_cars_class_folders, make_cub
 from noisydml import CONFIG_DIR
+from noisydml.data.base import DatasetLayoutError
 from noisydml.noise import SmallClusterNoise, UniformNoise
 
 
@@ -202,3 +203,38 @@ def test_from_file_refuses_a_list_that_does_not_match_the_data_set(tmp_path):
     write_list(listed, [(f"/data/Stanford_Online_Products/bicycle_final/{k}.JPG", 1) for k in range(9)])
     with pytest.raises(ValueError, match=r"only 0 of its 9 entries .* below noise.min_matched=0.9"):
         datamodule("dataset=cub", f"paths.data_dir={tmp_path}", "noise=from_file", f"noise.path={listed}")
+
+
+def test_from_file_matches_prisms_cars_list_to_the_class_folder_layout(tmp_path):
+    # PRISM's CARS lists name /data/cars196/images/<class name>/<file>, labels in the folders' sorted order
+    # ("AM General Hummer SUV 2000" is 1), not car_ims/ of the release: dataset.class_folders=images reads
+    # that layout, numbered the same way, so every entry matches and labels agree where none flipped.
+    folder = make_cars_class_folders(tmp_path)
+    train = sorted(folder.glob("images/*/*.jpg"))
+    names = sorted({path.parent.name for path in train})
+    label = {name: k for k, name in enumerate(names, 1)}
+    rows = [(f"/data/cars196/{path.relative_to(folder)}", label[path.parent.name]) for path in train]
+    rows = [row for row in rows if row[1] <= 2]
+    rows[0] = (rows[0][0], 3 - rows[0][1])  # one flipped label
+    listed = tmp_path / "CARS_0.1noised_train.csv"
+    write_list(listed, rows)
+    module = datamodule(
+        "dataset=cars196",
+        f"paths.data_dir={tmp_path}",
+        "dataset.class_folders=images",
+        "dataset.train_classes=2",
+        "noise=from_file",
+        f"noise.path={listed}",
+    )
+    assert names[:2] == ["AM General Hummer SUV 2000", "Acura RL Sedan 2012"]
+    report = module.noise_summary()["details"]
+    assert report["entries"] == report["matched"] == len(rows) == 6
+    assert report["missing_files"] == report["training_images_not_listed"] == 0
+    noisy = module.noisy
+    assert (noisy.observed != noisy.true).sum() == 1
+
+
+def test_cars196_class_folders_without_the_folder_shows_the_layout(tmp_path):
+    (tmp_path / "cars196").mkdir()
+    with pytest.raises(DatasetLayoutError, match="images/"):
+        datamodule("dataset=cars196", f"paths.data_dir={tmp_path}", "dataset.class_folders=images")

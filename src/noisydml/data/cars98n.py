@@ -14,16 +14,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from noisydml.data.base import DatasetLayoutError, Splits
+from noisydml.data.base import Splits
 from noisydml.data.cars import Cars196
 from noisydml.data.images import ImageLayout
 
 log = logging.getLogger(__name__)
-
-# What PRISM's download script keeps: it skips .gif.
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
 
 
 class Cars98N(ImageLayout):
@@ -55,14 +50,7 @@ cars196/                          dataset.cars196_root: the Cars196 release; cla
 
     def splits(self) -> Splits:
         folder = self.root / self.images_dir
-        if not folder.is_dir():
-            raise DatasetLayoutError(self.name, self.root, f"{self.images_dir}/", self.layout)
-        classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
-        relpaths, labels = [], []
-        for label, name in enumerate(classes, 1):
-            files = sorted(p for p in (folder / name).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-            relpaths += [f"{self.images_dir}/{name}/{p.name}" for p in files]
-            labels += [label] * len(files)
+        relpaths, labels = self.class_folders(self.images_dir)
         if len(set(labels)) < 2:
             raise ValueError(
                 f"{self.name}: {folder} holds images of {len(set(labels))} class folder(s); CARS-98N has 98. "
@@ -72,8 +60,8 @@ cars196/                          dataset.cars196_root: the Cars196 release; cla
             "%s: %d training images in %d class folders under %s",
             self.name,
             len(labels),
-            len(classes),
+            len(set(labels)),
             folder,
         )
-        train = self.images(relpaths, np.asarray(labels, dtype=np.int64), train=True)
+        train = self.images(relpaths, labels, train=True)
         return Splits(train=train, test=self.cars196.splits().test)

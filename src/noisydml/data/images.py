@@ -17,6 +17,9 @@ from noisydml.data.image_cache import DecodedImageCache, cached_test_transform, 
 from noisydml.data.transforms import test_transform, train_transform
 from noisydml.data.unreadable import PIL_ERRORS, UnreadableImageError
 
+# The files a class-folder layout holds as images (PRISM's CARS-98N download script skips .gif).
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
+
 
 class ImageListDataset(LabeledDataset):
     """Images given as a list of paths, decoded as RGB and passed through ``transform``.
@@ -142,6 +145,20 @@ class ImageLayout:
             )
         # squeeze_me turns a single record or label into a 0-d array.
         return np.atleast_1d(mat[key])
+
+    def class_folders(self, folder: str) -> tuple[list[str], np.ndarray]:
+        """The images of a one-folder-per-class tree under ``root/folder``, as paths relative to the root,
+        and labels ``1..N`` in the folders' sorted (code point) order: the order in which PRISM's lists
+        number them (``AM General Hummer SUV 2000`` is 1, ``Acura Integra Type R 2001`` 2)."""
+        tree = self.root / folder
+        if not tree.is_dir():
+            raise DatasetLayoutError(self.name, self.root, f"{folder}/", self.layout)
+        relpaths, labels = [], []
+        for label, name in enumerate(sorted(p.name for p in tree.iterdir() if p.is_dir()), 1):
+            files = sorted(p.name for p in (tree / name).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+            relpaths += [f"{folder}/{name}/{file}" for file in files]
+            labels += [label] * len(files)
+        return relpaths, np.asarray(labels, dtype=np.int64)
 
     def images(self, relpaths: Sequence[str], labels: np.ndarray, train: bool) -> ImageListDataset:
         """The images at ``relpaths`` under the root, with the train or the test transform."""
