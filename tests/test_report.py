@@ -1174,26 +1174,166 @@ def test_bspml_weight_trends_in_all_three_outcomes(tmp_path: Path, last: tuple, 
 @pytest.mark.parametrize("figure", ["noisy_dml/digits_symmetric", "le2019/digits"])
 def test_noisy_dml_comparison_shows_no_paper_claims(tmp_path: Path, figure: str) -> None:
     # Le & Odobez's miners, noisy and topline: runs that decide le2019's claims in a le2019 experiment,
-    # but no paper's claim is about a noisy_dml comparison (PRISM's protocols).
+    # but no paper's claim is about a noisy_dml comparison (PRISM's protocols): there, each method is set
+    # against its own paper's baseline instead (fixed semi-hard against random semi-hard).
     for (miner, noise, rate), values in LE_RECALL.items():
         for seed, recall in enumerate(values):
             if recall is None:
                 continue
             config = {**le_config(miner, noise, rate, seed), "report": {"method": None, "figure": figure}}
             overrides = [f"miner={miner}", f"noise={noise}", f"noise.rate={rate}", f"seed={seed}"]
+            method = f"le2019/triplet_{miner}"
             write_run(
                 tmp_path / "runs" / ",".join(sorted(overrides)),
                 overrides,
-                choices={"loss": "triplet", "miner": miner, "noise": noise, "dataset": "digits"},
+                choices={
+                    "loss": "triplet",
+                    "miner": miner,
+                    "noise": noise,
+                    "dataset": "digits",
+                    "method": method,
+                },
                 config=config,
                 metrics={"test/recall@1": recall},
             )
     report = write_report([tmp_path / "runs"], tmp_path / "out", name="report")
     text = (report.directory / "report.md").read_text()
     if figure.startswith("noisy_dml"):
-        assert report.verdicts == [] and "No published claim applies" in text
+        assert report.verdicts == [] and "## Claims" not in text
         assert "le2019-ratio" not in text and claims.NOT_EVALUATED not in text
+        assert "## Each method against its own paper's baseline" in text
+        # A line per method and baseline over the four settings (noise model x rate); fixed semi-hard ran
+        # one seed at p = 0.4 (uniform), whose difference has no interval.
+        assert (
+            "- **triplet + fixed_semihard** vs triplet + random_semihard: better at 2 of 4 settings, "
+            "worse at 0, inconclusive at 2\n" in text
+        )
+        with (report.directory / "comparisons.csv").open() as f:
+            rows = list(csv.DictReader(f))
+        # Fixed against random semi-hard at both rates, noisy and topline each against its own kind.
+        assert {(r["noise"], r["noise_rate"]) for r in rows} == {
+            (n, p) for n in ("uniform", "topline") for p in ("0", "0.4")
+        }
+        # No line plot of the noise rates: the papers' figures and noise bounds are not about this.
+        assert not any("_vs_noise.rate" in path.name for path, _ in report.figures)
     else:
         (ratio,) = [v for v in report.verdicts if v.claim.id == "le2019-ratio"]
         assert ratio.where == "le2019/digits [digits]" and ratio.status != claims.NOT_EVALUATED
-        assert "No published claim applies" not in text
+        assert "No published claim applies" not in text and "own paper's baseline" not in text
+        assert not (report.directory / "comparisons.csv").exists()
+
+
+# method= option -> (report.method, loss, miner) of the noisy_dml runs below.
+NOISY_DML_METHODS = {
+    "levi2021/eps_triplet": ("EPS + Triplet", "triplet", "easy_positive"),
+    "levi2021/triplet": ("Triplet", "triplet", "random_positive"),
+    "prism/prism": ("PRISM", "prism", "none"),
+    "prism/mcl": ("MCL", "mcl", "none"),
+    "yu2018/adapted_triplet": ("Adapted triplet", "adapted_triplet", "semihard_per_pair"),
+}
+
+
+def noisy_dml_runs(root: Path, recall: dict, test_best: dict | None = None, baselines: bool = True) -> Path:
+    """A noisy_dml sweep's runs: ``recall[(method, rate)]`` the test Recall@1 of seeds 0, 1, 2 and
+    ``test_best`` the same of the test split's best epoch. ``baselines=False`` writes configs without
+    ``report.baselines``, as runs made before the key existed."""
+    for (method, rate), values in recall.items():
+        label, loss, miner = NOISY_DML_METHODS[method]
+        for seed, value in enumerate(values):
+            report = {"method": label, "figure": "noisy_dml/digits_symmetric"}
+            if baselines:
+                report["baselines"] = method_config_baselines(method)
+            metrics = {"test/recall@1": value}
+            if test_best is not None:
+                metrics["test_best_epoch/recall@1"] = test_best[(method, rate)][seed]
+            overrides = [f"method={method}", "noise=uniform", f"noise.rate={rate}", f"seed={seed}"]
+            write_run(
+                root / ",".join(overrides).replace("/", "_"),
+                overrides,
+                choices={
+                    "method": method,
+                    "loss": loss,
+                    "miner": miner,
+                    "noise": "uniform",
+                    "dataset": "digits",
+                },
+                config={
+                    "name": "noisy_dml_digits_symmetric",
+                    "seed": seed,
+                    "report": report,
+                    "dataset": {"name": "digits"},
+                    "noise": {"_target_": TARGETS["uniform"], "rate": rate, "seed": seed},
+                },
+                metrics=metrics,
+            )
+    return root
+
+
+def method_config_baselines(method: str) -> list[str]:
+    """What conf/method/<method>.yaml declares: the baselines the report compares the method with."""
+    return yaml.safe_load((CONFIG_DIR / "method" / f"{method}.yaml").read_text())["report"].get(
+        "baselines", []
+    )
+
+
+@pytest.mark.parametrize("baselines", [True, False], ids=["recorded", "from-conf"])
+def test_each_method_is_compared_with_its_own_papers_baseline(tmp_path: Path, baselines: bool) -> None:
+    recall = {
+        # EPS beats its triplet baseline on every seed by 5 +- 1 points at both rates: better.
+        ("levi2021/eps_triplet", 0.25): [0.85, 0.86, 0.84],
+        ("levi2021/triplet", 0.25): [0.80, 0.80, 0.80],
+        ("levi2021/eps_triplet", 0.5): [0.75, 0.77, 0.73],
+        ("levi2021/triplet", 0.5): [0.70, 0.71, 0.69],
+        # PRISM against MCL: ahead on two seeds, far behind on one: inconclusive.
+        ("prism/prism", 0.25): [0.90, 0.80, 0.70],
+        ("prism/mcl", 0.25): [0.80, 0.90, 0.68],
+        # The adapted triplet's baseline (yu2018/triplet) never ran.
+        ("yu2018/adapted_triplet", 0.25): [0.70, 0.70, 0.71],
+    }
+    report = write_report([noisy_dml_runs(tmp_path / "runs", recall, baselines=baselines)], tmp_path / "out")
+    with (report.directory / "comparisons.csv").open() as f:
+        rows = {(r["method"], r["baseline"], r["noise_rate"]): r for r in csv.DictReader(f)}
+    eps = rows[("EPS + Triplet", "Triplet", "0.25")]
+    # Differences 0.05, 0.06, 0.04: mean 0.05, sd 0.01, half-width t(0.975, 2) 4.303 x 0.01 / sqrt(3).
+    assert float(eps["effect"]) == pytest.approx(0.05)
+    assert float(eps["ci_low"]) == pytest.approx(0.05 - 0.024841, abs=1e-5) and float(eps["ci_low"]) > 0
+    assert (eps["verdict"], eps["n_seeds"], eps["noise"]) == ("better", "3", "uniform")
+    assert rows[("EPS + Triplet", "Triplet", "0.5")]["verdict"] == "better"
+    prism = rows[("PRISM", "MCL", "0.25")]
+    assert prism["verdict"] == "inconclusive" and float(prism["ci_low"]) < 0 < float(prism["ci_high"])
+    # PRISM ran one rate only: the other is missing, and says which runs it lacks.
+    assert rows[("PRISM", "MCL", "0.5")]["verdict"] == "missing"
+    adapted = rows[("Adapted triplet", "Triplet (adapted triplet at λ = 0)", "0.25")]
+    assert adapted["verdict"] == "missing" and adapted["missing"] == "no run of method=yu2018/triplet"
+    # Only each method's own baselines: no triplet against MCL, no baseline against its method.
+    assert {(m, b) for m, b, _ in rows} == {
+        ("EPS + Triplet", "Triplet"),
+        ("PRISM", "MCL"),
+        ("Adapted triplet", "Triplet (adapted triplet at λ = 0)"),
+    }
+    text = (report.directory / "report.md").read_text()
+    assert "- **EPS + Triplet** vs Triplet: better at 2 of 2 settings, worse at 0, inconclusive at 0" in text
+    assert (
+        "- **PRISM** vs MCL: better at 0 of 2 settings, worse at 0, inconclusive at 1, missing at 1" in text
+    )
+    assert "| EPS + Triplet | Triplet | 0.25 | 85.00 | 80.00 | +5.00 [+2.52, +7.48] | " in text
+    ((forest, caption),) = [(p, c) for p, c in report.figures if p.name.endswith("baselines_forest.png")]
+    assert png_size(forest)[1] > 100 and caption.startswith("digits, uniform noise: each method's")
+
+
+def test_test_selection_inflation_is_paired_by_seed(tmp_path: Path) -> None:
+    recall = {("prism/prism", 0.5): [0.80, 0.82, 0.84], ("prism/mcl", 0.5): [0.90, 0.90, 0.90]}
+    best = {("prism/prism", 0.5): [0.85, 0.86, 0.90], ("prism/mcl", 0.5): [0.92, 0.91, 0.93]}
+    report = write_report([noisy_dml_runs(tmp_path / "runs", recall, best)], tmp_path / "out")
+    with (report.directory / "test_selection.csv").open() as f:
+        rows = {r["method"]: r for r in csv.DictReader(f)}
+    # PRISM's inflation per seed 0.05, 0.04, 0.06; MCL's 0.02, 0.01, 0.03; both together per seed 0.035,
+    # 0.025, 0.045. Each: sd 0.01, half-width 4.303 x 0.01 / sqrt(3).
+    for method, inflation in (("PRISM", 0.05), ("MCL", 0.02), ("every method (mean)", 0.035)):
+        assert float(rows[method]["inflation"]) == pytest.approx(inflation)
+        assert float(rows[method]["ci_low"]) == pytest.approx(inflation - 0.024841, abs=1e-5)
+    assert float(rows["PRISM"]["validation_selected"]) == pytest.approx(0.82)
+    assert float(rows["PRISM"]["test_selected"]) == pytest.approx(0.87)
+    assert rows["every method (mean)"]["methods"] == "2"
+    text = (report.directory / "report.md").read_text()
+    assert "| PRISM | 82.00 → 87.00: +5.00 [+2.52, +7.48] (n=3) |" in text

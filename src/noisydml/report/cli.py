@@ -4,7 +4,10 @@
 The report goes to ``<out>/<name>/``: ``report.md`` (claims, figures, tables), ``claims.md``,
 ``claims.csv`` (every paired comparison: effect, 95% CI, p-value, seeds, verdict), ``cells.csv`` (every
 table cell, numbers as fractions), ``runs.csv`` (every run with its status) and
-``figures/*.png``.
+``figures/*.png``. A comparison across papers (conf/experiment/noisy_dml/), which no paper's claim is
+about, gets instead of the claims each method against its own paper's baseline (``comparisons.csv``,
+:mod:`noisydml.report.comparisons`) and, where its runs scored the test split every epoch, what
+selecting on the test split inflates (``test_selection.csv``, :mod:`noisydml.report.test_selection`).
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from noisydml.report import claims as claims_module
+from noisydml.report import comparisons, test_selection
 from noisydml.report.calculator import DEFAULT_ETAS, theory_text
 from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect
 from noisydml.report.detection import draw_detection
-from noisydml.report.plots import draw_table
+from noisydml.report.plots import draw_embeddings, draw_table
 from noisydml.report.published import load_published
-from noisydml.report.statistics import INTERVALS, T
+from noisydml.report.statistics import INTERVALS, T, interval_kind
 from noisydml.report.tables import (
     Table,
     group_runs,
@@ -74,12 +78,34 @@ def write_report(
     published = load_published()
     tables = [pivot(group) for group in groups]
     verdicts = claims_module.evaluate(groups, interval=interval)
-    figures = [figure for table in tables for figure in draw_table(table, figures_dir, etas)]
+    with interval_kind(interval):
+        against_baselines = comparisons.compare_baselines(groups)
+        inflations = test_selection.inflations(groups)
+    # A comparison across papers gets its forest plot instead of the noise-rate line plots: some 30
+    # methods on one axis cannot be read, and the papers' figures and noise bounds are not about it.
+    figures = [
+        figure
+        for table in tables
+        for figure in (
+            draw_embeddings(table, figures_dir)
+            if comparisons.is_comparison(table.group)
+            else draw_table(table, figures_dir, etas)
+        )
+    ]
+    figures += comparisons.draw_forest(against_baselines, figures_dir)
     figures += draw_detection(groups, figures_dir)
 
     claims_md = claims_module.markdown(verdicts)
     (directory / "claims.md").write_text(claims_md)
     claims_module.write_claims_csv(verdicts, directory / "claims.csv")
+    if against_baselines:
+        comparisons.write_csv(against_baselines, directory / "comparisons.csv")
+    if inflations:
+        test_selection.write_csv(inflations, directory / "test_selection.csv")
+    # Where no paper's claim applies, the comparison with each method's own baseline takes its place.
+    claims_section = (
+        claims_md.replace("# Claims", "## Claims", 1) + "\n" if verdicts or not against_baselines else ""
+    )
     write_cells_csv(tables, published, directory / "cells.csv")
     write_runs_csv(tables, directory / "runs.csv")
     counts = ", ".join(f"{sum(r.status == s for r in runs)} {s}" for s in (COMPLETE, FAILED, MISSING))
@@ -89,8 +115,9 @@ def write_report(
     failed_md = f"## Failed runs\n\n{failed}\n" if failed else ""
     text = (
         f"# Report: {directory.name}\n\n{len(runs)} runs ({counts}) from:\n\n{sources}\n\n{failed_md}"
-        f"{_tuning_markdown(paths)}"
-        f"{claims_md.replace('# Claims', '## Claims', 1)}\n## Figures\n\n{figure_md or 'none'}\n\n"
+        f"{_tuning_markdown(paths)}{claims_section}"
+        f"{comparisons.markdown(against_baselines, interval)}{test_selection.markdown(inflations)}"
+        f"## Figures\n\n{figure_md or 'none'}\n\n"
         f"# Tables\n\n{LEGEND}\n\n{markdown(tables, published, list(metrics) if metrics else None)}"
     )
     (directory / "report.md").write_text(text)

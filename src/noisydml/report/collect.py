@@ -328,14 +328,30 @@ def method_config(option: str) -> tuple[dict[str, str], str | None]:
         for group, value in chosen[0].items()
         if group in ("loss", "miner") or (group != "method" and plain[0].get(group) != value)
     }
-    return groups, chosen[1]
+    return groups, chosen[1].get("method")
+
+
+def declared_baselines(run: Run) -> list[str]:
+    """The ``method=`` options a run's method is compared with (``report.baselines``): the run's own config,
+    else, for runs written before the key existed, what the project's ``conf/method/<method>.yaml``
+    declares now; empty for a run without a method or a method without a baseline."""
+    declared = lookup(run.config, "report.baselines") if run.has_config else None
+    if declared is None and run.choice("method"):
+        from hydra.errors import HydraException
+
+        try:
+            declared = _composed_choices(str(run.choice("method")))[1].get("baselines")
+        except HydraException:
+            declared = None
+    return [str(option) for option in declared or ()]
 
 
 @functools.cache
-def _composed_choices(method: str | None) -> tuple[dict[str, Any], str | None]:
-    """The group choices and ``report.method`` of the project's config, with ``method=<method>``."""
+def _composed_choices(method: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The group choices and the ``report`` node of the project's config, with ``method=<method>``."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
 
     GlobalHydra.instance().clear()
     overrides = [f"method={method}"] if method else []
@@ -343,7 +359,7 @@ def _composed_choices(method: str | None) -> tuple[dict[str, Any], str | None]:
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     GlobalHydra.instance().clear()
     choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
-    return choices, cfg.report.method
+    return choices, OmegaConf.to_container(cfg.report)
 
 
 def read_run(run_dir: Path, sweep: Path | None = None) -> Run:

@@ -1,0 +1,293 @@
+"""Each method against its own paper's baseline, in experiments that run the papers' methods under protocols
+no paper ran (``claims.UNCLAIMED``: conf/experiment/noisy_dml/, PRISM's noise models and rates), where no
+published claim applies and the question is whether a method still beats what its paper beat.
+
+A method's baselines are the ``method=`` options its config declares in ``report.baselines``
+(``collect.declared_baselines``). At every setting (data set, noise model, noise rate) the method's test
+Recall@1 (checkpoint selected on the validation split) is set against each baseline's, paired by seed: one
+seed draws the same noisy labels for both. The verdict is ``statistics.paired``'s: better when the 95%
+interval of the difference lies above zero, worse below, else inconclusive (with fewer than two seeds, or
+equal differences on fewer than three, no interval can be told: inconclusive). A setting where either side
+has no complete run is missing, and says which runs it lacks.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from noisydml.report.claims import RECALL, UNCLAIMED, by_seed, fmt_signed, gap, peer_key
+from noisydml.report.collect import declared_baselines, method_config
+from noisydml.report.statistics import CONTRADICTED, HELD, Paired, paired
+from noisydml.report.tables import Group, Row, csv_number, format_number, md_cell, pivot, slug
+
+BETTER, WORSE, INCONCLUSIVE, MISSING = "better", "worse", "inconclusive", "missing"
+VERDICTS = {HELD: BETTER, CONTRADICTED: WORSE}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A method against one baseline at one setting: ``result`` is method - baseline by seed (None when
+    either side has no complete run there, ``missing`` then says which)."""
+
+    group: Group
+    noise: str
+    rate: Any
+    method: str
+    baseline: str
+    method_mean: float
+    baseline_mean: float
+    result: Paired | None
+    missing: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.result is None:
+            return MISSING
+        return VERDICTS.get(self.result.verdict, INCONCLUSIVE)
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return self.method, self.baseline
+
+    @property
+    def setting(self) -> str:
+        return f"{self.group.dataset}, {self.noise} {self.rate}"
+
+
+def is_comparison(group: Group) -> bool:
+    """Whether a group belongs to an experiment that compares methods rather than reproduces a paper."""
+    return group.paper in UNCLAIMED
+
+
+def compare_baselines(groups: list[Group], metric: str = RECALL) -> list[Comparison]:
+    """Every method with declared baselines against each of them, at every noise rate of every comparison
+    group; a baseline that no run of the group ran is reported as missing at each rate."""
+    found = []
+    for group in filter(is_comparison, groups):
+        table = pivot(group, "noise.rate")
+        by_option: dict[str, list[Row]] = defaultdict(list)
+        for row in table.rows:
+            by_option[str(row.choice("method"))].append(row)
+        for row in table.rows:
+            first = next((r for r in row.runs if r.has_config), row.runs[0])
+            for option in declared_baselines(first):
+                # The baseline under the same noise model and every other override: only the method differs.
+                twins = [b for b in by_option.get(option, []) if peer_key(b) == peer_key(row)]
+                for column in table.columns:
+                    found.append(_compare(group, row, twins, option, column, metric))
+    return found
+
+
+def _compare(group: Group, row: Row, twins: list[Row], option: str, rate: Any, metric: str) -> Comparison:
+    noise = str(row.choice("noise") or "")
+    mine = by_seed(row, rate, metric)
+    if not twins:
+        label = method_config(option)[1] or option
+        return Comparison(
+            group, noise, rate, row.method, label, _mean(mine), math.nan, None, f"no run of method={option}"
+        )
+    baseline = twins[0]
+    theirs = by_seed(baseline, rate, metric)
+    shared = set(mine) & set(theirs)
+    if not shared:
+        lacking = [gap(r, rate, "noise.rate") for r, v in ((row, mine), (baseline, theirs)) if not v]
+        why = "; ".join(lacking) or "no seed in common"
+        return Comparison(
+            group, noise, rate, row.method, baseline.method, _mean(mine), _mean(theirs), None, why
+        )
+    # The means of the seeds both ran, so that the difference of the means is the paired one.
+    mine, theirs = {s: mine[s] for s in shared}, {s: theirs[s] for s in shared}
+    return Comparison(
+        group, noise, rate, row.method, baseline.method, _mean(mine), _mean(theirs), paired(mine, theirs)
+    )
+
+
+def _mean(values: dict[str, float]) -> float:
+    return float(np.mean(list(values.values()))) if values else math.nan
+
+
+def interval_text(result: Paired | None, metric: str = RECALL) -> str:
+    if result is None or result.n_seeds == 0:
+        return "-"
+    low = "−∞" if math.isinf(result.ci_low) else fmt_signed(result.ci_low, metric)
+    high = "+∞" if math.isinf(result.ci_high) else fmt_signed(result.ci_high, metric)
+    return f"{fmt_signed(result.effect, metric)} [{low}, {high}]"
+
+
+def summary_lines(comparisons: list[Comparison]) -> list[str]:
+    """A line per method and baseline: at how many settings it is better, worse, inconclusive, missing."""
+    by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for c in comparisons:
+        by_pair[c.pair].append(c.verdict)
+    lines = []
+    for (method, baseline), verdicts in by_pair.items():
+        counts = {v: verdicts.count(v) for v in (BETTER, WORSE, INCONCLUSIVE, MISSING)}
+        text = (
+            f"**{method}** vs {baseline}: better at {counts[BETTER]} of {len(verdicts)} settings, "
+            f"worse at {counts[WORSE]}, inconclusive at {counts[INCONCLUSIVE]}"
+        )
+        if counts[MISSING]:
+            text += f", missing at {counts[MISSING]}"
+        lines.append(text)
+    return lines
+
+
+def markdown(comparisons: list[Comparison], interval: str) -> str:
+    """The section: the summary line of each pair, then a table per data set and noise model."""
+    if not comparisons:
+        return ""
+    out = [
+        "## Each method against its own paper's baseline\n",
+        "No paper's claim is about these runs (the papers' methods under PRISM's noise protocols), so none "
+        "is checked. Instead each method is set against the baseline its own paper compares it with "
+        "(`report.baselines` in conf/method/), on the same noisy labels: Δ = method − baseline test "
+        "Recall@1 (checkpoint selected on the validation split), in points, paired by seed, with its 95% "
+        f"{'t' if interval == 't' else 'bootstrap'}-interval. better / worse: the interval excludes zero; "
+        "inconclusive: it does not, or cannot be told (fewer than 2 seeds, or equal differences on fewer "
+        "than 3); missing: a side has no complete run. comparisons.csv has every number.\n",
+        *(f"- {line}" for line in summary_lines(comparisons)),
+        "",
+    ]
+    by_setting: dict[tuple[str, str], list[Comparison]] = defaultdict(list)
+    for c in comparisons:
+        by_setting[(c.group.dataset, c.noise)].append(c)
+    for (dataset, noise), rows in by_setting.items():
+        out += [
+            f"### {dataset}, {noise} noise\n",
+            "| method | baseline | noise.rate | method R@1 | baseline R@1 | Δ [95% CI] | p | seeds "
+            "| verdict |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for c in sorted(rows, key=lambda c: (c.method.casefold(), c.baseline.casefold(), c.rate)):
+            result = c.result
+            cells = (
+                c.method,
+                c.baseline,
+                c.rate,
+                format_number(c.method_mean, RECALL),
+                format_number(c.baseline_mean, RECALL),
+                interval_text(result),
+                "-" if result is None or math.isnan(result.p_value) else f"{result.p_value:.3g}",
+                result.n_seeds if result else 0,
+                f"**{c.verdict}**" + (f": {c.missing}" if c.missing else ""),
+            )
+            out.append("| " + " | ".join(md_cell(str(text)) for text in cells) + " |")
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+FIELDS = (
+    "figure",
+    "dataset",
+    "noise",
+    "noise_rate",
+    "method",
+    "baseline",
+    "metric",
+    "method_mean",
+    "baseline_mean",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "n_seeds",
+    "verdict",
+    "interval",
+    "missing",
+)
+
+
+def write_csv(comparisons: list[Comparison], path: Path) -> Path:
+    """One line per method, baseline and setting; numbers as fractions, as the runs log them."""
+    with Path(path).open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for c in comparisons:
+            r = c.result
+            writer.writerow(
+                {
+                    "figure": c.group.figure,
+                    "dataset": c.group.dataset,
+                    "noise": c.noise,
+                    "noise_rate": c.rate,
+                    "method": c.method,
+                    "baseline": c.baseline,
+                    "metric": RECALL,
+                    "method_mean": csv_number(c.method_mean),
+                    "baseline_mean": csv_number(c.baseline_mean),
+                    "effect": csv_number(r.effect) if r else "",
+                    "ci_low": csv_number(r.ci_low) if r else "",
+                    "ci_high": csv_number(r.ci_high) if r else "",
+                    "p_value": csv_number(r.p_value) if r else "",
+                    "n_seeds": r.n_seeds if r else 0,
+                    "verdict": c.verdict,
+                    "interval": r.interval if r else "",
+                    "missing": c.missing,
+                }
+            )
+    return Path(path)
+
+
+def draw_forest(comparisons: list[Comparison], out: Path) -> list[tuple[Path, str]]:
+    """A forest plot per data set and noise model: a row per method and baseline, a panel per noise rate,
+    Δ Recall@1 with its 95% interval; an interval that cannot be told is drawn as a hollow point."""
+    by_setting: dict[tuple[str, str, str], list[Comparison]] = defaultdict(list)
+    for c in comparisons:
+        by_setting[(c.group.figure, c.group.dataset, c.noise)].append(c)
+    figures = []
+    for (figure_name, dataset, noise), found in by_setting.items():
+        path = out / f"{slug(f'{figure_name}_{dataset}_{noise}')}_baselines_forest.png"
+        _forest(found, path, f"{dataset}, {noise} noise")
+        caption = (
+            f"{dataset}, {noise} noise: each method's test Recall@1 minus its own paper's baseline's "
+            "(points), mean over seeds with its 95% paired interval, a panel per noise rate; filled: the "
+            "interval excludes zero; hollow: it does not or cannot be told; absent: a side has no run"
+        )
+        figures.append((path, caption))
+    return figures
+
+
+def _forest(comparisons: list[Comparison], path: Path, title: str) -> None:
+    pairs = sorted({c.pair for c in comparisons}, key=lambda p: (p[0].casefold(), p[1].casefold()))
+    rates = sorted({c.rate for c in comparisons}, key=lambda r: (str(type(r)), r))
+    figure = Figure(figsize=(3.2 * len(rates) + 3.0, 0.3 * len(pairs) + 1.2))
+    FigureCanvasAgg(figure)
+    axes_row = figure.subplots(1, len(rates), sharey=True, squeeze=False)[0]
+    position = {pair: len(pairs) - 1 - i for i, pair in enumerate(pairs)}
+    colours = {BETTER: "C2", WORSE: "C3", INCONCLUSIVE: "0.3"}
+    for axes, rate in zip(axes_row, rates, strict=True):
+        for c in (c for c in comparisons if c.rate == rate and c.result is not None):
+            r, y, colour = c.result, position[c.pair], colours[c.verdict]
+            if math.isfinite(r.ci_low) and math.isfinite(r.ci_high):
+                axes.plot([100 * r.ci_low, 100 * r.ci_high], [y, y], color=colour, linewidth=1.5)
+            filled = c.verdict in (BETTER, WORSE)
+            axes.plot(
+                100 * r.effect,
+                y,
+                "o",
+                color=colour,
+                markerfacecolor=colour if filled else "white",
+                markersize=5,
+            )
+        axes.axvline(0, color="0.5", linewidth=0.8)
+        axes.set_title(f"noise.rate={rate}", fontsize=8)
+        axes.set_xlabel("Δ Recall@1 (points)", fontsize=8)
+        axes.tick_params(labelsize=7)
+        axes.grid(True, axis="x", alpha=0.3)
+    axes_row[0].set_yticks(
+        [position[p] for p in pairs], [f"{method} vs {baseline}" for method, baseline in pairs], fontsize=7
+    )
+    axes_row[0].set_ylim(-0.7, len(pairs) - 0.3)
+    figure.suptitle(title, fontsize=9)
+    figure.set_layout_engine("constrained")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
