@@ -1205,7 +1205,7 @@ def test_noisy_dml_comparison_shows_no_paper_claims(tmp_path: Path, figure: str)
         # A line per method and baseline over the four settings (noise model x rate); fixed semi-hard ran
         # one seed at p = 0.4 (uniform), whose difference has no interval.
         assert (
-            "- **triplet + fixed_semihard** vs triplet + random_semihard: better at 2 of 4 settings, "
+            "- digits: **triplet + fixed_semihard** vs triplet + random_semihard: better at 2 of 4 settings, "
             "worse at 0, inconclusive at 2\n" in text
         )
         with (report.directory / "comparisons.csv").open() as f:
@@ -1233,32 +1233,35 @@ NOISY_DML_METHODS = {
 }
 
 
-def noisy_dml_runs(root: Path, recall: dict, test_best: dict | None = None, baselines: bool = True) -> Path:
+def noisy_dml_runs(
+    root: Path,
+    recall: dict,
+    test_best: dict | None = None,
+    baselines: bool = True,
+    noise: str = "uniform",
+    logged: dict | None = None,
+) -> Path:
     """A noisy_dml sweep's runs: ``recall[(method, rate)]`` the test Recall@1 of seeds 0, 1, 2 and
-    ``test_best`` the same of the test split's best epoch. ``baselines=False`` writes configs without
-    ``report.baselines``, as runs made before the key existed."""
+    ``test_best`` the same of the test split's best epoch; ``logged`` the per-epoch metrics of every run.
+    ``baselines=False`` writes configs without ``report.baselines``, as runs made before the key existed."""
+    figure = f"noisy_dml/digits_{'symmetric' if noise == 'uniform' else noise}"
     for (method, rate), values in recall.items():
         label, loss, miner = NOISY_DML_METHODS[method]
         for seed, value in enumerate(values):
-            report = {"method": label, "figure": "noisy_dml/digits_symmetric"}
+            report = {"method": label, "figure": figure}
             if baselines:
                 report["baselines"] = method_config_baselines(method)
             metrics = {"test/recall@1": value}
             if test_best is not None:
                 metrics["test_best_epoch/recall@1"] = test_best[(method, rate)][seed]
-            overrides = [f"method={method}", "noise=uniform", f"noise.rate={rate}", f"seed={seed}"]
+            overrides = [f"method={method}", f"noise={noise}", f"noise.rate={rate}", f"seed={seed}"]
             write_run(
                 root / ",".join(overrides).replace("/", "_"),
                 overrides,
-                choices={
-                    "method": method,
-                    "loss": loss,
-                    "miner": miner,
-                    "noise": "uniform",
-                    "dataset": "digits",
-                },
+                choices={"method": method, "loss": loss, "miner": miner, "noise": noise, "dataset": "digits"},
+                logged=logged,
                 config={
-                    "name": "noisy_dml_digits_symmetric",
+                    "name": figure.replace("/", "_"),
                     "seed": seed,
                     "report": report,
                     "dataset": {"name": "digits"},
@@ -1312,9 +1315,13 @@ def test_each_method_is_compared_with_its_own_papers_baseline(tmp_path: Path, ba
         ("Adapted triplet", "Triplet (adapted triplet at λ = 0)"),
     }
     text = (report.directory / "report.md").read_text()
-    assert "- **EPS + Triplet** vs Triplet: better at 2 of 2 settings, worse at 0, inconclusive at 0" in text
     assert (
-        "- **PRISM** vs MCL: better at 0 of 2 settings, worse at 0, inconclusive at 1, missing at 1" in text
+        "- digits: **EPS + Triplet** vs Triplet: better at 2 of 2 settings, worse at 0, inconclusive at 0"
+        in text
+    )
+    assert (
+        "- digits: **PRISM** vs MCL: better at 0 of 2 settings, worse at 0, inconclusive at 1, missing at 1"
+        in text
     )
     assert "| EPS + Triplet | Triplet | 0.25 | 85.00 | 80.00 | +5.00 [+2.52, +7.48] | " in text
     ((forest, caption),) = [(p, c) for p, c in report.figures if p.name.endswith("baselines_forest.png")]
@@ -1337,3 +1344,37 @@ def test_test_selection_inflation_is_paired_by_seed(tmp_path: Path) -> None:
     assert rows["every method (mean)"]["methods"] == "2"
     text = (report.directory / "report.md").read_text()
     assert "| PRISM | 82.00 → 87.00: +5.00 [+2.52, +7.48] (n=3) |" in text
+
+
+def test_combined_report_of_both_noise_models_groups_by_data_set_noise_model_and_rate(tmp_path: Path) -> None:
+    # make reproduce-noisy-dml-cpu's combined report: a sweep per noise model, one report over both.
+    recall = {
+        ("levi2021/eps_triplet", 0.25): [0.85, 0.86, 0.84],
+        ("levi2021/triplet", 0.25): [0.80, 0.80, 0.80],
+    }
+    best = {key: [v + 0.01 for v in values] for key, values in recall.items()}
+    logged = {"train/loss_auc": [0.6, 0.7]}
+    sweeps = [
+        noisy_dml_runs(tmp_path / noise, recall, best, noise=noise, logged=logged)
+        for noise in ("uniform", "small_cluster")
+    ]
+    report = write_report(sweeps, tmp_path / "out", name="noisy_dml_cpu")
+    with (report.directory / "comparisons.csv").open() as f:
+        compared = [(r["figure"], r["noise"], r["noise_rate"], r["verdict"]) for r in csv.DictReader(f)]
+    assert sorted(compared) == [
+        ("noisy_dml/digits_small_cluster", "small_cluster", "0.25", "better"),
+        ("noisy_dml/digits_symmetric", "uniform", "0.25", "better"),
+    ]
+    with (report.directory / "test_selection.csv").open() as f:
+        inflated = {(r["noise"], r["method"]): float(r["inflation"]) for r in csv.DictReader(f)}
+    methods = ("EPS + Triplet", "Triplet", "every method (mean)")
+    assert inflated == pytest.approx({(n, m): 0.01 for n in ("uniform", "small_cluster") for m in methods})
+    text = (report.directory / "report.md").read_text()
+    assert "- digits: **EPS + Triplet** vs Triplet: better at 2 of 2 settings" in text
+    assert "### digits, uniform noise" in text and "### digits, small_cluster noise" in text
+    # The detection curves of a data set in one figure, a panel per noise model and rate.
+    ((path, caption),) = [(p, c) for p, c in report.figures if "detection_auc" in p.name]
+    assert path.name == "noisy_dml_digits_detection_auc.png"
+    assert caption.startswith("noisy_dml [digits]: ROC AUC")
+    width, height = png_size(path)
+    assert width > 2 * height

@@ -124,15 +124,16 @@ def interval_text(result: Paired | None, metric: str = RECALL) -> str:
 
 
 def summary_lines(comparisons: list[Comparison]) -> list[str]:
-    """A line per method and baseline: at how many settings it is better, worse, inconclusive, missing."""
-    by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for c in comparisons:
-        by_pair[c.pair].append(c.verdict)
+    """A line per data set, method and baseline: at how many settings (noise model x rate) the method is
+    better, worse, inconclusive, missing."""
+    by_pair: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for c in sorted(comparisons, key=lambda c: (c.group.dataset, c.method.casefold(), c.baseline.casefold())):
+        by_pair[(c.group.dataset, *c.pair)].append(c.verdict)
     lines = []
-    for (method, baseline), verdicts in by_pair.items():
+    for (dataset, method, baseline), verdicts in by_pair.items():
         counts = {v: verdicts.count(v) for v in (BETTER, WORSE, INCONCLUSIVE, MISSING)}
         text = (
-            f"**{method}** vs {baseline}: better at {counts[BETTER]} of {len(verdicts)} settings, "
+            f"{dataset}: **{method}** vs {baseline}: better at {counts[BETTER]} of {len(verdicts)} settings, "
             f"worse at {counts[WORSE]}, inconclusive at {counts[INCONCLUSIVE]}"
         )
         if counts[MISSING]:
@@ -242,10 +243,10 @@ def draw_forest(comparisons: list[Comparison], out: Path) -> list[tuple[Path, st
     Δ Recall@1 with its 95% interval; an interval that cannot be told is drawn as a hollow point."""
     by_setting: dict[tuple[str, str, str], list[Comparison]] = defaultdict(list)
     for c in comparisons:
-        by_setting[(c.group.figure, c.group.dataset, c.noise)].append(c)
+        by_setting[(c.group.paper, c.group.dataset, c.noise)].append(c)
     figures = []
-    for (figure_name, dataset, noise), found in by_setting.items():
-        path = out / f"{slug(f'{figure_name}_{dataset}_{noise}')}_baselines_forest.png"
+    for (paper, dataset, noise), found in by_setting.items():
+        path = out / f"{slug(f'{paper}_{dataset}_{noise}')}_baselines_forest.png"
         _forest(found, path, f"{dataset}, {noise} noise")
         caption = (
             f"{dataset}, {noise} noise: each method's test Recall@1 minus its own paper's baseline's "

@@ -4,8 +4,9 @@ score and the precision and recall of the samples it drops; BSPML the ROC AUC of
 reference for both, a run's per-sample training loss (``noisydml.loss_detection``), its ROC AUC and the
 precision and recall of its highest losses at the true flip rate.
 
-One figure per group of runs and measure (ROC AUC, precision, recall): a line per method, noise setting and
-score, the mean over seeds, so each method's detection is drawn beside the per-sample loss's.
+One figure per group of runs (a comparison across papers: per data set) and measure (ROC AUC, precision,
+recall): a line per method, noise setting and score, the mean over seeds, so each method's detection is
+drawn beside the per-sample loss's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from noisydml.report.collect import COMPLETE, Run
+from noisydml.report.comparisons import is_comparison
 from noisydml.report.tables import Group
 from noisydml.rundir import RunDir
 
@@ -64,9 +66,11 @@ def label(run: Run) -> tuple[str, str]:
 
 def draw_detection(groups: list[Group], out: Path) -> list[tuple[Path, str]]:
     """A figure per group and measure (AUC, precision, recall) that any of its complete runs logged: a
-    panel per noise setting, a curve per method and score in it."""
+    panel per noise setting, a curve per method and score in it. The groups of a comparison across papers
+    (one per noise model, conf/experiment/noisy_dml/) are drawn together per data set, every noise setting
+    of the data set side by side."""
     figures = []
-    for group in groups:
+    for group in _per_dataset(groups):
         # measure -> noise setting -> "method: score" -> epoch -> values over seeds
         curves: dict[str, dict[str, dict[str, dict[int, list[float]]]]] = defaultdict(
             lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
@@ -90,6 +94,18 @@ def draw_detection(groups: list[Group], out: Path) -> list[tuple[Path, str]]:
             _plot(settings, path, PANELS[panel])
             figures.append((path, caption))
     return figures
+
+
+def _per_dataset(groups: list[Group]) -> list[Group]:
+    """The groups, those of a comparison across papers merged into one per data set."""
+    merged: dict[tuple[str, str], Group] = {}
+    for group in groups:
+        if is_comparison(group):
+            key = (group.paper, group.dataset)
+            merged.setdefault(key, Group(group.paper, group.dataset, [])).runs.extend(group.runs)
+        else:
+            merged[(group.figure, group.dataset)] = group
+    return list(merged.values())
 
 
 def _plot(settings: dict[str, dict[str, dict[int, list[float]]]], path: Path, ylabel: str) -> None:
