@@ -1346,7 +1346,9 @@ def test_test_selection_inflation_is_paired_by_seed(tmp_path: Path) -> None:
     assert "| PRISM | 82.00 → 87.00: +5.00 [+2.52, +7.48] (n=3) |" in text
 
 
-def test_combined_report_of_both_noise_models_groups_by_data_set_noise_model_and_rate(tmp_path: Path) -> None:
+def test_combined_report_of_both_noise_models_groups_by_data_set_noise_model_and_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     # make reproduce-noisy-dml-cpu's combined report: a sweep per noise model, one report over both.
     recall = {
         ("levi2021/eps_triplet", 0.25): [0.85, 0.86, 0.84],
@@ -1378,3 +1380,6 @@ def test_combined_report_of_both_noise_models_groups_by_data_set_noise_model_and
     assert caption.startswith("noisy_dml [digits]: ROC AUC")
     width, height = png_size(path)
     assert width > 2 * height
+    # The command line prints each pair's summary, as it prints the claims' verdicts.
+    assert main([*map(str, sweeps), "--out", str(tmp_path / "cli")]) == 0
+    assert "digits: EPS + Triplet vs Triplet: better at 2 of 2 settings" in capsys.readouterr().out

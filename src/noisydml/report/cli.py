@@ -53,6 +53,7 @@ class Report:
     tables: list[Table]
     verdicts: list[claims_module.Verdict]
     figures: list[tuple[Path, str]]
+    against_baselines: list[comparisons.Comparison]
 
 
 def write_report(
@@ -121,7 +122,7 @@ def write_report(
         f"# Tables\n\n{LEGEND}\n\n{markdown(tables, published, list(metrics) if metrics else None)}"
     )
     (directory / "report.md").write_text(text)
-    return Report(directory, tables, verdicts, figures)
+    return Report(directory, tables, verdicts, figures, against_baselines)
 
 
 def _tuning_markdown(paths: Sequence[Path]) -> str:
@@ -213,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for verdict in report.verdicts:
         where = f" [{verdict.where}]" if verdict.where else ""
         print(f"{verdict.status:>14}: {verdict.claim.id}{where}: {verdict.detail}")
+    for line in comparisons.summary_lines(report.against_baselines):
+        print(line.replace("**", ""))
     print(f"\nreport: {report.directory / 'report.md'} ({len(report.figures)} figures)")
     return 0
 

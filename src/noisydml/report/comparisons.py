@@ -58,10 +58,6 @@ class Comparison:
     def pair(self) -> tuple[str, str]:
         return self.method, self.baseline
 
-    @property
-    def setting(self) -> str:
-        return f"{self.group.dataset}, {self.noise} {self.rate}"
-
 
 def is_comparison(group: Group) -> bool:
     """Whether a group belongs to an experiment that compares methods rather than reproduces a paper."""
