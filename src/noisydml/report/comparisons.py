@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 
 from noisydml.report.claims import RECALL, UNCLAIMED, by_seed, fmt_signed, gap, peer_key
 from noisydml.report.collect import declared_baselines, method_config
-from noisydml.report.statistics import CONTRADICTED, HELD, Paired, paired
+from noisydml.report.statistics import CONTRADICTED, HELD, Paired, T, paired
 from noisydml.report.tables import Group, Row, csv_number, format_number, md_cell, pivot, slug
 
 BETTER, WORSE, INCONCLUSIVE, MISSING = "better", "worse", "inconclusive", "missing"
@@ -142,13 +142,14 @@ def markdown(comparisons: list[Comparison], interval: str) -> str:
     """The section: the summary line of each pair, then a table per data set and noise model."""
     if not comparisons:
         return ""
+    kind = "t-interval" if interval == T else "percentile bootstrap interval over seeds"
     out = [
         "## Each method against its own paper's baseline\n",
         "No paper's claim is about these runs (the papers' methods under PRISM's noise protocols), so none "
         "is checked. Instead each method is set against the baseline its own paper compares it with "
         "(`report.baselines` in conf/method/), on the same noisy labels: Δ = method − baseline test "
         "Recall@1 (checkpoint selected on the validation split), in points, paired by seed, with its 95% "
-        f"{'t' if interval == 't' else 'bootstrap'}-interval. better / worse: the interval excludes zero; "
+        f"{kind}. better / worse: the interval excludes zero; "
         "inconclusive: it does not, or cannot be told (fewer than 2 seeds, or equal differences on fewer "
         "than 3); missing: a side has no complete run. comparisons.csv has every number.\n",
         *(f"- {line}" for line in summary_lines(comparisons)),
