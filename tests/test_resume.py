@@ -38,7 +38,10 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_same_metrics(compose_config, tm
 
     resumed = compose_config(*RUN)
     assert resumed.paths.output_dir == str(run_dir)
+    assert (run_dir / "checkpoints" / "previous.ckpt").is_file()
     assert train(resumed) == uninterrupted
+    # Finished: the fallback for a damaged last.ckpt is gone, what was trained and tested stays.
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
     logged = (run_dir / "csv" / "metrics.csv").read_text()
     assert "test/recall@1" in logged
     assert json.loads((run_dir / "results.json").read_text())["status"] == "finished"
