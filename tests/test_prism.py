@@ -175,3 +175,18 @@ def test_prism_methods_train_on_the_digits_and_log_their_selection(compose_confi
     assert 0.0 <= metrics["test/recall@1"] <= 1.0
     header = (Path(cfg.paths.output_dir) / "csv" / "metrics.csv").read_text().splitlines()[0]
     assert ("train/prism_precision" in header) == (method == "prism/prism")
+
+
+@pytest.mark.parametrize("method", ["prism/prism", "prism/mcl"])
+def test_the_check_before_training_leaves_the_memory_empty(compose_config, method):
+    # The first batch is checked through the loss before training (preflight); PRISM's and MCL's memory
+    # must not keep it. Before, it did: training's first batch was selected against its own images, and
+    # PRISM's LeNet on MNIST-5k collapsed (every embedding within cosine 0.9999 of the others).
+    one_step = ("trainer.max_steps=1", "data.batches_per_epoch=1", "trainer.max_epochs=1")
+    cfg = compose_config(f"method={method}", *one_step)
+    train(cfg)
+    last = torch.load(Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt", weights_only=True)
+    held = last["state_dict"]["loss.memory.labels"] >= 0
+    # One step: the memory holds that step's batch (all of it: PRISM keeps everything against an empty
+    # memory), nothing more.
+    assert int(held.sum()) == cfg.data.P * cfg.data.K

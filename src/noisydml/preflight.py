@@ -12,6 +12,7 @@ value and the fix (:class:`noisydml.errors.BadInput`).
 
 from __future__ import annotations
 
+import copy
 import difflib
 import inspect
 import math
@@ -27,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import default_collate
 
 from noisydml.errors import BadInput
+from noisydml.hooks import NO_HOOKS, TrainingHooks
 
 INF = math.inf
 
@@ -244,7 +246,8 @@ def check_noise(cfg: DictConfig, num_classes: int) -> None:
 
 def check_one_batch(model: torch.nn.Module, datamodule: Any, choices: dict[str, str]) -> None:
     """One batch of K samples of P classes through backbone, miner and loss, in eval mode and without
-    gradients; the random generators are restored afterwards, so training draws what it would have."""
+    gradients; the random generators are restored afterwards and the loss and miner run as copies, so
+    training draws what it would have and starts from the state they were built with."""
     labels = datamodule.train_set.labels
     positions = [
         p
@@ -281,11 +284,16 @@ def _forward(model, datamodule, x, y, indices, choices: dict[str, str]) -> None:
         raise BadInput(
             f"backbone={backbone} gives NaN or infinite embeddings on the first batch; check the data"
         )
-    model.hooks.setup(datamodule.training_set())
-    model.hooks.begin_batch(indices)
-    tuples = model.miner(embeddings, y) if model.miner is not None else None
+    # On copies: a loss or miner with state (PRISM's and MCL's memory of past embeddings, PRISM's
+    # threshold window and step count) must start training as built, not holding this check's batch.
+    # PRISM's memory once held it: training's first batch was then selected against its own images.
+    loss_fn, miner_fn = copy.deepcopy(model.loss), copy.deepcopy(model.miner)
+    hooks = loss_fn if isinstance(loss_fn, TrainingHooks) else NO_HOOKS
+    hooks.setup(datamodule.training_set())
+    hooks.begin_batch(indices)
+    tuples = miner_fn(embeddings, y) if miner_fn is not None else None
     try:
-        value = model.loss(embeddings, y, tuples)
+        value = loss_fn(embeddings, y, tuples)
     except Exception as error:
         raise BadInput(
             f"loss={loss} with miner={miner} fails on the first batch: {str(error).splitlines()[0]}"
