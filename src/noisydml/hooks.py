@@ -103,3 +103,8 @@ class TrainingHooks:
 
 
 NO_HOOKS = TrainingHooks()
+
+
+def hooks_of(loss: nn.Module) -> TrainingHooks:
+    """The training hooks of a loss: the loss itself when it implements them, else none."""
+    return loss if isinstance(loss, TrainingHooks) else NO_HOOKS

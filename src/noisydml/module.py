@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from noisydml.embeddings import Embedded
-from noisydml.hooks import NO_HOOKS, HookContext, TrainingHooks
+from noisydml.hooks import HookContext, TrainingHooks, hooks_of
 from noisydml.metrics.evaluator import Evaluator
 from noisydml.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 
@@ -67,7 +67,7 @@ class EmbeddingModule(pl.LightningModule):
         self.backbone = backbone
         self.loss = loss
         self.miner = miner
-        self.hooks: TrainingHooks = loss if isinstance(loss, TrainingHooks) else NO_HOOKS
+        self.hooks: TrainingHooks = hooks_of(loss)
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.loss_lr = loss_lr

@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import default_collate
 
 from noisydml.errors import BadInput
-from noisydml.hooks import NO_HOOKS, TrainingHooks
+from noisydml.hooks import hooks_of
 
 INF = math.inf
 
@@ -288,7 +288,7 @@ def _forward(model, datamodule, x, y, indices, choices: dict[str, str]) -> None:
     # threshold window and step count) must start training as built, not holding this check's batch.
     # PRISM's memory once held it: training's first batch was then selected against its own images.
     loss_fn, miner_fn = copy.deepcopy(model.loss), copy.deepcopy(model.miner)
-    hooks = loss_fn if isinstance(loss_fn, TrainingHooks) else NO_HOOKS
+    hooks = hooks_of(loss_fn)
     hooks.setup(datamodule.training_set())
     hooks.begin_batch(indices)
     tuples = miner_fn(embeddings, y) if miner_fn is not None else None

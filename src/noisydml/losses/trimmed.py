@@ -9,7 +9,7 @@ import torch
 from pytorch_metric_learning.losses import BaseMetricLossFunction
 from pytorch_metric_learning.utils import common_functions as c_f
 
-from noisydml.hooks import NO_HOOKS, HookContext, TrainingHooks, TrainingSet
+from noisydml.hooks import HookContext, TrainingHooks, TrainingSet, hooks_of
 
 IndicesTuple = tuple[torch.Tensor, ...]
 
@@ -101,7 +101,7 @@ class TrimmedLoss(torch.nn.Module, TrainingHooks):
         return tuple(index[kept] for index in indices)
 
     def _hooks(self) -> TrainingHooks:
-        return self.loss if isinstance(self.loss, TrainingHooks) else NO_HOOKS
+        return hooks_of(self.loss)
 
     def setup(self, train_set: TrainingSet) -> None:
         self._hooks().setup(train_set)
