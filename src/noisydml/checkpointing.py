@@ -6,7 +6,8 @@ time limit); ``noisydml resume=<run dir>`` (or the same command again, ``resume=
 that file. Files are written atomically, so a kill during the write leaves the previous checkpoint
 intact, and loaded with ``weights_only=True``. The checkpoint a new one replaces is kept as
 ``previous.ckpt``: a run whose last checkpoint was damaged after it was written (a full disk, a copy cut
-short) can fall back to it (``resume_from=previous``).
+short) can fall back to it (``resume_from=previous``). A finished run is never resumed, so it drops
+``previous.ckpt`` (``noisydml.train``); ``last.ckpt`` and ``best.ckpt`` stay.
 :class:`SelectedCheckpoint` keeps ``checkpoints/best.ckpt``, the weights of the epoch with the best
 validation metric, which the test split is scored with (``noisydml.selection``).
 """

@@ -51,8 +51,8 @@ cars196/
     def splits(self) -> Splits:
         if self.class_folders_dir:
             relpaths, labels = self.class_folders(self.class_folders_dir)
-            return self.zero_shot(relpaths, labels, self.train_classes)
-        annotations = self.mat_array("cars_annos.mat", "annotations")
-        relpaths = [str(path) for path in annotations["relative_im_path"]]
-        labels = annotations["class"].astype(np.int64)
+        else:
+            annotations = self.mat_array("cars_annos.mat", "annotations")
+            relpaths = [str(path) for path in annotations["relative_im_path"]]
+            labels = annotations["class"].astype(np.int64)
         return self.zero_shot(relpaths, labels, self.train_classes)
