@@ -36,6 +36,20 @@ test-quick: install
 test-slurm: install
 	VENV=$(VENV) scripts/slurm/test_slurm.sh
 
+## The wheels a GPU machine with its own torch and no package index needs (scripts/gpu/wheels.txt, 50 MB), into
+## .whl/: the device tool carries them, scripts/gpu/session.sh installs them there.
+.PHONY: gpu-wheels
+gpu-wheels: install
+	PYTHON=$(BIN)/python scripts/gpu/fetch_wheels.sh
+
+## The test suite on the GPU machines' stack (Python 3.12, torch 2.11, torchvision 0.26, numpy 2.5: see
+## scripts/gpu/stack.txt) without a GPU, installed the way scripts/gpu/session.sh installs there.
+## PYTHON312=/path/to/python3.12 names the interpreter (else python3.12 on the PATH or pyenv's).
+PYTHON312 ?=
+.PHONY: test-gpu-stack
+test-gpu-stack: gpu-wheels
+	PYTHON312="$(PYTHON312)" scripts/gpu/test_stack.sh $(ARGS)
+
 lint: install
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
