@@ -81,11 +81,11 @@ reproduce-mnist5k: install
 
 ## PRISM's noise protocols at CPU scale (conf/experiment/noisy_dml/): every method of the five papers that has a
 ## method= config, PRISM and MCL (32 on digits, 28 on mnist5k: BDML's need its features) under symmetric and
-## small-cluster noise at 25% and 50%, 3 seeds, JOBS at a time, longest first (the two mnist5k halves, 168
-## jobs each, then the two digits halves, 192 each); a report per sweep under outputs/reports/noisy_dml_*/ and
-## one of all four, outputs/reports/noisy_dml_cpu/. Measured (2026-11-24, a clean checkout of 4f3845b, 2 cores):
-## 31 min 13 s wall for all 720 runs and the five reports (the mnist5k halves 25 min, about 9 s a job; then the
-## digits halves 6 min), 3,582 CPU s, 2.2 GB peak memory for the largest process; the runs keep 8.7 GB of
+## small-cluster noise at 25% and 50%, 5 seeds, JOBS at a time, longest first (the two mnist5k halves, 280
+## jobs each, then the two digits halves, 320 each); a report per sweep under outputs/reports/noisy_dml_*/ and
+## one of all four, outputs/reports/noisy_dml_cpu/. Measured (2026-11-24, a clean checkout of 103c642, 2 cores):
+## 53 min 23 s wall for all 1,200 runs and the five reports (the mnist5k halves 43 min, about 9 s a job; then
+## the digits halves 10 min), 6,271 CPU s, 2.3 GB peak memory for the largest process; the runs keep 14 GB of
 ## checkpoints under outputs/reproduce/noisy_dml/ (best.ckpt and last.ckpt of each).
 NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noisy_dml/digits_symmetric \
 	noisy_dml/digits_small_cluster
