@@ -81,7 +81,8 @@ compile() {
 status=0
 for stage in "$@"; do
     if [[ "$(type -t "$stage")" != function ]]; then
-        echo "unknown stage '$stage' (install, tests, throughput, evaluation, yardstick, loading, compile)" >&2
+        echo "unknown stage '$stage' (install, tests, throughput, evaluation, yardstick, loading," \
+            "compile)" >&2
         exit 2
     fi
     echo "== $stage ($(date -u +%H:%M:%S))"

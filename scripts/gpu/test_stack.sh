@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The test suite on the lent GPU machines' software stack, without a GPU: a Python 3.12 environment (GPU_STACK_VENV,
-# default .venv-gpu-stack) with scripts/gpu/stack.txt's packages from PyPI, then the carried wheels (.whl/,
-# `make gpu-wheels`) and the project installed by scripts/gpu/session.sh's own `install` stage
-# (--no-index --no-deps, torch left as it is), then pytest with ARGS. PYTHON312 names the interpreter (default:
-# python3.12 on the PATH, else pyenv's).
+# The test suite on the lent GPU machines' software stack, without a GPU: a Python 3.12 environment
+# (GPU_STACK_VENV, default .venv-gpu-stack) with scripts/gpu/stack.txt's packages from PyPI, then the carried
+# wheels (.whl/, `make gpu-wheels`) and the project installed by scripts/gpu/session.sh's own `install` stage
+# (--no-index --no-deps, torch left as it is), then pytest with ARGS. PYTHON312 names the interpreter
+# (default: python3.12 on the PATH, else pyenv's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=${GPU_STACK_VENV:-.venv-gpu-stack}
@@ -17,7 +17,8 @@ if [[ -z "${PYTHON312:-}" ]]; then
     done
 fi
 if [[ -z "${PYTHON312:-}" ]] || ! is_312 "$PYTHON312"; then
-    echo "test-gpu-stack needs a Python 3.12 (the GPU machines' version): set PYTHON312=/path/to/python3.12" >&2
+    echo "test-gpu-stack needs a Python 3.12 (the GPU machines' version):" \
+        "set PYTHON312=/path/to/python3.12" >&2
     exit 2
 fi
 echo "Python 3.12: $PYTHON312"
