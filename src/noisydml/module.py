@@ -124,12 +124,15 @@ class EmbeddingModule(pl.LightningModule):
         if regularizer is not None:
             self.log("train/regularizer", regularizer, batch_size=len(labels))
             loss = loss + regularizer
+        # Not prog_bar: Lightning would read it back from the GPU after every step (noisydml.progress).
+        self.log("train/loss", loss, batch_size=len(labels))
+        # The check waits for the GPU to finish the loss, and the GPU then waits for the host to launch
+        # the backward: last, so nothing else stands between the two.
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"loss {type(self.loss).__name__} is {loss.item()} at epoch {self.current_epoch}, "
                 f"step {self.global_step}; stopping (lower optimizer.lr or check the data)"
             )
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(labels))
         return loss
 
     def _batch_loss(self, x: torch.Tensor, labels: torch.Tensor, sample: int) -> torch.Tensor:
@@ -141,7 +144,9 @@ class EmbeddingModule(pl.LightningModule):
                 reseed(derived_seed(self.seed, MINING, self.global_step, sample))
                 tuples = self.miner(embeddings, labels)
         if tuples is not None:
-            self.log("train/tuples", float(len(tuples[0])), batch_size=len(labels))
+            # Made on the device: Lightning would copy a Python number there, a copy that waits for the GPU.
+            count = torch.full((), len(tuples[0]), dtype=torch.float32, device=embeddings.device)
+            self.log("train/tuples", count, batch_size=len(labels))
         return self.loss(embeddings, labels, tuples)
 
     def _gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:

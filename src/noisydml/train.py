@@ -27,7 +27,7 @@ from noisydml.csv_logger import keep_rows_before
 from noisydml.errors import BadInput
 from noisydml.module import EmbeddingModule
 from noisydml.preflight import check_config, check_noise, check_one_batch, check_output_dir
-from noisydml.progress import EpochLine, wants_progress_bar
+from noisydml.progress import EpochLine, progress_bar, wants_progress_bar
 from noisydml.quiet import quiet_wandb, silence_known_noise
 from noisydml.results import config_differences, format_metrics, versions
 from noisydml.rundir import FAILED, FINISHED, INTERRUPTED, RunDir
@@ -80,16 +80,15 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
         logger.log_hyperparams(resolved)
     callbacks = [instantiate(callback) for callback in cfg.callbacks.values() if callback is not None]
     callbacks = watched_callbacks(callbacks, datamodule.validation_stages)
-    progress_bar = wants_progress_bar(cfg.trainer.enable_progress_bar)
-    if not progress_bar:
-        callbacks.append(EpochLine())
+    bar = wants_progress_bar(cfg.trainer.enable_progress_bar)
+    callbacks.append(progress_bar() if bar else EpochLine())
     plugins = [instantiate(plugin) for plugin in cfg.trainer.get("plugins") or []]
     if SLURMEnvironment.detect():
         # submitit owns requeueing on SLURM; Lightning's own would write a second, mid-step checkpoint
         # that trainer.test() then silently loads.
         plugins.append(SLURMEnvironment(auto_requeue=False))
     trainer = instantiate(
-        cfg.trainer, logger=loggers, callbacks=callbacks, plugins=plugins, enable_progress_bar=progress_bar
+        cfg.trainer, logger=loggers, callbacks=callbacks, plugins=plugins, enable_progress_bar=bar
     )
     try:
         if checkpoint is not None:
