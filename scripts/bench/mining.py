@@ -46,7 +46,8 @@ from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning import reducers as pml_reducers
 from pytorch_metric_learning.distances import SNRDistance
 
-from noisydml import CONFIG_DIR
+# noisydml.resolvers registers the config's resolvers (conf/loss/bspml.yaml's noisydml.times).
+from noisydml import CONFIG_DIR, resolvers  # noqa: F401
 from noisydml.hooks import TrainingHooks, TrainingSet
 
 DIM = 512
@@ -165,7 +166,8 @@ def pml_loss_equivalent(loss: Any) -> Any | None:
         return pml_loss_equivalent(loss.loss) if not _is_pml(loss.loss) else loss.loss
     if _is_pml(loss):
         return None
-    distance = loss.distance
+    # Losses with a fixed similarity of their own (PRISM's MCL, PRISM) have no distance module.
+    distance = getattr(loss, "distance", None)
     if name in ("AdaptedTripletLoss", "RescaledHingeTripletLoss", "BayesianTripletLoss"):
         reducer = loss.reducer
         if isinstance(reducer, pml_reducers.MultipleReducers):
