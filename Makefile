@@ -109,8 +109,9 @@ methods-digits: install
 	VENV=$(VENV) scripts/methods_digits.sh $(ARGS)
 
 ## The performance benchmarks (scripts/bench/README.md): evaluation at SOP scale, mining + loss cost, data
-## loading. Full size takes an hour or more on 2 CPU cores; bench-quick runs each at a small scale.
-BENCHES := eval mining dataloading throughput plain_loop
+## loading, training against a plain loop, the calls that make the GPU wait. Full size takes an hour or
+## more on 2 CPU cores; bench-quick runs each at a small scale.
+BENCHES := eval mining dataloading throughput plain_loop syncs
 .PHONY: bench bench-quick
 bench: install
 	@for b in $(BENCHES); do $(BIN)/python scripts/bench/$$b.py || exit 1; done

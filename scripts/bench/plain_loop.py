@@ -13,6 +13,7 @@ timed steps; the GPU is synchronised at both ends of the timed window. Contender
 ``--rounds`` (plain, noisydml, plain, ...) and the best round of each is kept.
 
     python scripts/bench/plain_loop.py --quick                  # CPU-sized: ResNet50 at 64 x 64, batch 12
+    python scripts/bench/plain_loop.py --digits --steps 300     # the runner's own cost per step, in ms
     python scripts/bench/plain_loop.py                          # ResNet50 at 224, batch 120 = 20 x 6, fp32
     python scripts/bench/plain_loop.py --batch 60 120 256 --precision 32-true bf16-mixed \\
         --channels-last both --compile both --workers 4 8 16 --cache-decoded both   # the GPU grid
@@ -83,8 +84,16 @@ def compose_config(overrides: list[str], output_dir: Path) -> DictConfig:
     return cfg
 
 
-def plain_loop(cfg: DictConfig, device: torch.device, warmup: int, steps: int) -> float:
-    """Seconds of ``steps`` training steps after ``warmup``, in a loop with nothing but the step."""
+def plain_loop(
+    cfg: DictConfig,
+    device: torch.device,
+    warmup: int,
+    steps: int,
+    window: contextlib.AbstractContextManager | None = None,
+) -> float:
+    """Seconds of ``steps`` training steps after ``warmup``, in a loop with nothing but the step;
+    ``window`` (``syncs.py``'s recording) is entered over the timed steps."""
+    window = window or contextlib.nullcontext()
     torch.manual_seed(cfg.seed)
     datamodule = instantiate(cfg.data, _partial_=True)(
         dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
@@ -106,6 +115,7 @@ def plain_loop(cfg: DictConfig, device: torch.device, warmup: int, steps: int) -
         if step == warmup:
             _sync(device)
             started = time.perf_counter()
+            window.__enter__()
         x, labels = x.to(device, non_blocking=True), labels.to(device, non_blocking=True)
         if cfg.module.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
@@ -119,7 +129,9 @@ def plain_loop(cfg: DictConfig, device: torch.device, warmup: int, steps: int) -
         scaler.update()
         if step + 1 == warmup + steps:
             _sync(device)
-            return time.perf_counter() - started
+            seconds = time.perf_counter() - started
+            window.__exit__(None, None, None)
+            return seconds
     raise RuntimeError(f"the data loader ended before {warmup + steps} steps")
 
 
@@ -130,9 +142,13 @@ def runner(cfg: DictConfig) -> float:
     return StepTimer.last.seconds
 
 
-def overrides_for(setting: dict, data_dir: Path, cache_dir: Path, warmup: int, steps: int) -> list[str]:
+def overrides_for(
+    setting: dict, data_dir: Path | None, cache_dir: Path, warmup: int, steps: int
+) -> list[str]:
+    """The config of one setting: ResNet50 on the generated CUB folder ``data_dir``, or with no folder
+    the default experiment's MLP on the 8x8 digits."""
     P, K = BATCHES[setting["batch"]]
-    return [
+    images = [
         "dataset=cub",
         f"paths.data_dir={data_dir}",
         f"dataset.image_size={setting['size']}",
@@ -141,6 +157,9 @@ def overrides_for(setting: dict, data_dir: Path, cache_dir: Path, warmup: int, s
         f"dataset.cache_dir={cache_dir}",
         "backbone=resnet50",
         "backbone.trunk.pretrained=false",
+    ]
+    return [
+        *(images if data_dir is not None else []),
         "noise=none",
         f"data.P={P}",
         f"data.K={K}",
@@ -152,7 +171,7 @@ def overrides_for(setting: dict, data_dir: Path, cache_dir: Path, warmup: int, s
         f"module.compile={str(setting['compile']).lower()}",
         "trainer.max_epochs=1",
         f"trainer.max_steps={warmup + steps}",
-        "trainer.enable_progress_bar=false",
+        f"trainer.enable_progress_bar={str(setting['progress_bar']).lower()}",
         "+trainer.enable_model_summary=false",
         "logger=csv",
         "+callbacks.bench_timer._target_=__main__.StepTimer",
@@ -170,12 +189,24 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="batch 12 at 64 x 64, 2 + 3 steps, 1 round")
+    parser.add_argument(
+        "--digits",
+        action="store_true",
+        help="the default experiment's MLP on the 8x8 digits (batch 12 or 60) instead of ResNet50 on JPEGs: "
+        "a step of a few milliseconds, where the runner's own cost per step shows",
+    )
     parser.add_argument("--batch", type=int, nargs="+", choices=sorted(BATCHES), default=None)
     parser.add_argument("--size", type=int, default=None, help="input side (default 224; 64 with --quick)")
     parser.add_argument("--precision", nargs="+", default=["32-true"])
     parser.add_argument("--channels-last", choices=["on", "off", "both"], default="off")
     parser.add_argument("--compile", choices=["on", "off", "both"], default="off")
     parser.add_argument("--cache-decoded", choices=["on", "off", "both"], default="off")
+    parser.add_argument(
+        "--progress-bar",
+        choices=["on", "off", "both"],
+        default="off",
+        help="noisydml's progress bar, as on a terminal (off: a line per epoch, as in a batch job)",
+    )
     parser.add_argument("--workers", type=int, nargs="+", default=None, help="data-loader workers")
     parser.add_argument(
         "--images", type=int, default=None, help="generated JPEGs over 200 classes, half for training"
@@ -186,34 +217,46 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=None, help="where the JPEGs are written (kept)")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    batches = args.batch or ([12] if args.quick else [120])
+    batches = args.batch or ([12] if args.quick else [60] if args.digits else [120])
+    if args.digits and not set(batches) <= {12, 60}:
+        parser.error(f"--digits has 10 classes: --batch 12 (4 x 3) or 60 (10 x 6), not {batches}")
     size = args.size or (64 if args.quick else 224)
     warmup = args.warmup or (2 if args.quick else 10)
     steps = args.steps or (3 if args.quick else 30)
     rounds = args.rounds or (1 if args.quick else 2)
-    workers = args.workers or ([2] if args.quick else [8])
+    workers = args.workers or ([2] if args.quick else [0] if args.digits else [8])
     images = args.images or (600 if args.quick else 3000)
     settings = [
-        dict(batch=b, size=size, precision=p, channels_last=cl, compile=c, workers=w, cache_decoded=cd)
-        for b, p, cl, c, w, cd in itertools.product(
+        dict(
+            batch=b,
+            size=size,
+            precision=p,
+            channels_last=cl,
+            compile=c,
+            workers=w,
+            cache_decoded=cd,
+            progress_bar=bar,
+        )
+        for b, p, cl, c, w, cd, bar in itertools.product(
             batches,
             args.precision,
             both(args.channels_last),
             both(args.compile),
             workers,
             both(args.cache_decoded),
+            both(args.progress_bar),
         )
     ]
     print(machine())
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
-    print(
-        f"device {name}; ResNet50 at {size} x {size}; {images} generated JPEGs; "
-        f"{warmup} warm-up + {steps} timed steps, best of {rounds} rounds"
-    )
+    model = f"ResNet50 at {size} x {size}; {images} generated JPEGs"
+    model = "MLP on the 8x8 digits" if args.digits else model
+    print(f"device {name}; {model}; {warmup} warm-up + {steps} timed steps, best of {rounds} rounds")
     with tempfile.TemporaryDirectory(prefix="noisydml-plain-loop-") as scratch:
         scratch = Path(scratch)
-        data_dir = args.data or scratch / "data"
-        write_cub(data_dir, images)
+        data_dir = None if args.digits else args.data or scratch / "data"
+        if data_dir is not None:
+            write_cub(data_dir, images)
         rows = []
         for index, setting in enumerate(settings):
             best = {"plain": float("inf"), "noisydml": float("inf")}
@@ -235,9 +278,11 @@ def main() -> None:
                     "yes" if setting["compile"] else "-",
                     setting["workers"],
                     "yes" if setting["cache_decoded"] else "-",
+                    "yes" if setting["progress_bar"] else "-",
                     f"{plain:.1f}",
                     f"{ours:.1f}",
                     f"{ours / plain:.3f}x",
+                    f"{(best['noisydml'] - best['plain']) / steps * 1e3:+.2f}",
                 ]
             )
             print(f"[{index + 1}/{len(settings)}] {rows[-1]}", flush=True)
@@ -249,9 +294,11 @@ def main() -> None:
             "compile",
             "workers",
             "cache",
+            "bar",
             "plain img/s",
             "noisydml img/s",
             "noisydml / plain",
+            "noisydml ms/step more",
         ],
         rows,
         title="Training throughput: noisydml against a plain PyTorch loop",

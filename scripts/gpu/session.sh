@@ -5,6 +5,7 @@
 #   bash scripts/gpu/session.sh install evaluation         # evaluation at SOP scale, every engine
 #   bash scripts/gpu/session.sh install yardstick          # noisydml against the plain loop
 #   bash scripts/gpu/session.sh install loading compile    # the same for workers, the cache and compile
+#   bash scripts/gpu/session.sh install overhead           # where the runner makes the GPU wait
 #
 # `install` puts the wheels of scripts/gpu/wheels.txt (carried in .whl/, made by `make gpu-wheels`) and the
 # project into the machine's own Python with --no-index --no-deps, and fails if that changed its torch. Each
@@ -78,11 +79,22 @@ compile() {
     plain_loop --batch 120 --precision bf16-mixed --channels-last on --compile on --workers 8
 }
 
+# Every call of a training step that makes the host wait for the GPU, noisydml's beside the plain loop's
+# (fp32 and bf16, a progress bar as on a terminal); the runner's own milliseconds per step where the step
+# is tiny (the digits); the progress bar's cost at ResNet50 speed.
+overhead() {
+    "$PYTHON" scripts/bench/syncs.py trainer.enable_progress_bar=true &&
+        "$PYTHON" scripts/bench/syncs.py trainer.enable_progress_bar=true trainer.precision=bf16-mixed &&
+        "$PYTHON" scripts/bench/plain_loop.py --digits --progress-bar both --steps 300 --rounds 3 \
+            ${SMOKE:+--steps 30 --rounds 1} &&
+        plain_loop --batch 120 --precision bf16-mixed --channels-last on --workers 8 --progress-bar both
+}
+
 status=0
 for stage in "$@"; do
     if [[ "$(type -t "$stage")" != function ]]; then
         echo "unknown stage '$stage' (install, tests, throughput, evaluation, yardstick, loading," \
-            "compile)" >&2
+            "compile, overhead)" >&2
         exit 2
     fi
     echo "== $stage ($(date -u +%H:%M:%S))"
