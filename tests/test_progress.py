@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import pytest
 import pytorch_lightning as pl
 import torch
@@ -54,12 +57,10 @@ class ReadsPerStep(pl.Callback):
 
 
 @pytest.mark.parametrize(
-    "bar, rich, read_at",
-    [("true", True, [1, 3, 6]), ("true", False, [1, 3, 6]), ("false", False, [3, 6])],
-    ids=["rich bar", "tqdm bar", "a line per epoch"],
+    "bar, rich", [("true", True), ("true", False), ("false", False)], ids=["rich bar", "tqdm bar", "a line"]
 )
 def test_logged_values_are_read_only_at_logging_steps_and_the_bar_shows_the_loss(
-    compose_config, monkeypatch, bar, rich, read_at
+    compose_config, monkeypatch, bar, rich
 ):
     monkeypatch.setattr(progress, "_RICH_AVAILABLE", rich)
     ReadsPerStep.reads, ReadsPerStep.shown = {}, {}
@@ -72,9 +73,31 @@ def test_logged_values_are_read_only_at_logging_steps_and_the_bar_shows_the_loss
         "+callbacks.reads._target_=test_progress.ReadsPerStep",
     )
     train(cfg)
-    # The loggers write at steps 3 and 6; a bar also reads once at step 1, when it has nothing to show.
-    # Lightning reads train/loss back after every step when it is logged with prog_bar=True.
+    # The loggers write at steps 3 and 6, and the bar reads there. Lightning reads train/loss back after
+    # every step when it is logged with prog_bar=True.
     assert sorted(ReadsPerStep.reads) == list(range(1, 8))
-    assert [step for step, count in sorted(ReadsPerStep.reads.items()) if count] == read_at
+    assert [step for step, count in sorted(ReadsPerStep.reads.items()) if count] == [3, 6]
     if bar == "true":
         assert isinstance(ReadsPerStep.shown["train/loss"], float)
+
+
+def _losses(run_dir: Path) -> dict[int, str]:
+    """train/loss by the number of steps done, as metrics.csv has it."""
+    with (run_dir / "csv" / "metrics.csv").open(newline="") as f:
+        return {int(row["step"]) + 1: row["train/loss"] for row in csv.DictReader(f) if row.get("train/loss")}
+
+
+def test_a_step_wise_value_logged_only_where_read_is_the_same_there_as_logged_every_step(
+    compose_config, capsys
+):
+    every = compose_config("data.batches_per_epoch=7", "trainer.log_every_n_steps=1", run="every")
+    train(every)
+    capsys.readouterr()
+    third = compose_config("data.batches_per_epoch=7", "trainer.log_every_n_steps=3", run="third")
+    train(third)
+    out = capsys.readouterr().out
+    every_step = _losses(Path(every.paths.output_dir))
+    assert sorted(every_step) == list(range(1, 8))
+    # The loggers' steps get what logging every step gives them; the epoch line gets the last step's.
+    assert _losses(Path(third.paths.output_dir)) == {3: every_step[3], 6: every_step[6]}
+    assert f"epoch 1/1: train/loss={float(every_step[7]):.4f}" in out
