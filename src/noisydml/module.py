@@ -12,6 +12,7 @@ from torch import nn
 from noisydml.embeddings import Embedded
 from noisydml.hooks import HookContext, TrainingHooks, hooks_of
 from noisydml.metrics.evaluator import Evaluator
+from noisydml.progress import is_logging_step
 from noisydml.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 
 
@@ -157,8 +158,7 @@ class EmbeddingModule(pl.LightningModule):
         digits step on a CPU (scripts/bench/README.md)."""
         trainer = self.trainer
         last = trainer.is_last_batch or 0 < trainer.max_steps <= trainer.global_step + 1
-        # Lightning's own rule for a logging step (pytorch-lightning is pinned in pyproject.toml).
-        if trainer._logger_connector.should_update_logs or last or trainer.fast_dev_run:
+        if is_logging_step(trainer) or last or trainer.fast_dev_run:
             self.log(name, value, batch_size=batch_size)
 
     def _gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:

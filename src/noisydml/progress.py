@@ -18,6 +18,13 @@ def wants_progress_bar(enabled: bool | None) -> bool:
     return sys.stderr.isatty() if enabled is None else bool(enabled)
 
 
+def is_logging_step(trainer: pl.Trainer) -> bool:
+    """Whether Lightning's loggers write the values of the current training step: its own rule
+    (``trainer.log_every_n_steps``, or a stop), a private property (pytorch-lightning is pinned in
+    pyproject.toml)."""
+    return trainer._logger_connector.should_update_logs
+
+
 class _ReadsAtLoggingSteps:
     """A Lightning progress bar that shows ``train/loss`` as read at the steps Lightning's loggers write
     (``trainer.log_every_n_steps``), keeping it in between; its step counter and speed move every step.
@@ -35,8 +42,7 @@ class _ReadsAtLoggingSteps:
     _between_logging_steps = False
 
     def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
-        # Lightning's own rule for a logging step (pytorch-lightning is pinned in pyproject.toml).
-        self._between_logging_steps = not trainer._logger_connector.should_update_logs
+        self._between_logging_steps = not is_logging_step(trainer)
         try:
             super().on_train_batch_end(trainer, *args)
         finally:
