@@ -17,8 +17,8 @@ from pytorch_metric_learning.losses import TripletMarginLoss
 from pytorch_metric_learning.reducers import MeanReducer
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
+from noisydml.core.hooks import TrainingSet
 from noisydml.data import Digits, MetricDataModule
-from noisydml.hooks import TrainingSet
 from noisydml.losses import AdaptedTripletLoss
 from noisydml.losses.adapted_triplet import (
     all_triplets_counts,
@@ -27,7 +27,7 @@ from noisydml.losses.adapted_triplet import (
     matching_loss,
 )
 from noisydml.noise import NoNoise, UniformNoise
-from noisydml.train import train
+from noisydml.run.train import train
 from training_sets import hook_context
 
 # The five 2-d embeddings of test_losses.py; x1 = (0, 3) is (0, 1) once normalised.

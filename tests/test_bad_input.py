@@ -13,8 +13,8 @@ import torch
 from pytorch_metric_learning.losses import TripletMarginLoss
 
 from layouts import make_cub
-from noisydml.errors import BadInput
-from noisydml.train import train
+from noisydml.run.train import train
+from noisydml.utils.errors import BadInput
 
 
 def assert_nothing_trained(cfg) -> None:

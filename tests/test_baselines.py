@@ -16,7 +16,7 @@ from pytorch_metric_learning.reducers import MeanReducer
 
 from noisydml import CONFIG_DIR
 from noisydml.losses import ProxyAnchorLoss, RescaledHingeTripletLoss
-from noisydml.train import train
+from noisydml.run.train import train
 from training_sets import of_classes
 
 # The five 2-d embeddings of test_losses.py; x1 = (0, 3) only comes out right if it is normalised.

@@ -22,15 +22,15 @@ from sklearn.metrics import average_precision_score
 from torch.distributions import Normal, kl_divergence
 
 from noisydml import CONFIG_DIR
-from noisydml.hooks import TrainingSet
+from noisydml.core.embedding_module import EmbeddingModule
+from noisydml.core.hooks import TrainingSet
 from noisydml.losses import BayesianTripletLoss
 from noisydml.metrics import evaluate
 from noisydml.metrics.map import mean_average_precision
 from noisydml.models import MLP, BayesianLinear, BayesianMLP, EmbeddingNet
 from noisydml.models.bayesian import gaussian_kl
-from noisydml.module import EmbeddingModule
 from noisydml.report.published import load_published
-from noisydml.train import train
+from noisydml.run.train import train
 from training_sets import hook_context
 
 BDML = ("backbone=bayesian_mlp", "loss=bayesian_triplet", "miner=all")

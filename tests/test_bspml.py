@@ -15,7 +15,7 @@ from pytorch_metric_learning.miners import MultiSimilarityMiner
 
 from noisydml.losses import BSPMLLoss
 from noisydml.losses.bspml import _distinct_draws, sample_terms, update_weights, weight_statistics
-from noisydml.train import train
+from noisydml.run.train import train
 from training_sets import training_set
 
 # --- Algorithm 3 / Eq. 8 on five samples, worked by hand --------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from sklearn.neighbors import NearestCentroid
 
 from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
-from noisydml.train import train
+from noisydml.run.train import train
 
 # On a line, with class ids that are neither contiguous nor sorted by position:
 #   class 7 at 0 and 2 (mean 1), class 3 at 4, 6 and 8 (mean 6).

@@ -11,7 +11,7 @@ NOISYDML = str(Path(sys.executable).with_name("noisydml"))
 
 
 def test_the_command_line_module_imports_neither_torch_nor_lightning():
-    probe = "import sys, noisydml.cli; print(sorted({m.split('.')[0] for m in sys.modules}))"
+    probe = "import sys, noisydml.run.cli; print(sorted({m.split('.')[0] for m in sys.modules}))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert "'torch'" not in loaded and "'pytorch_lightning'" not in loaded
 

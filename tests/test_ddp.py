@@ -29,7 +29,7 @@ from pytorch_lightning.strategies import DDPStrategy
 from noisydml import CONFIG_DIR
 from noisydml.data import Digits, MetricDataModule
 from noisydml.noise import NoNoise
-from noisydml.train import train
+from noisydml.run.train import train
 
 WORLD_SIZE = 2
 P = 5

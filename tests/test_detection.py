@@ -7,7 +7,7 @@ import matplotlib.image
 from noisydml.report.cli import write_report
 from noisydml.report.collect import collect
 from noisydml.report.detection import epoch_series
-from noisydml.train import train
+from noisydml.run.train import train
 
 
 def test_prism_runs_give_a_detection_curve_per_epoch_in_the_report(compose_config, tmp_path):
@@ -58,4 +58,4 @@ def test_noisy_dml_experiments_log_the_per_sample_loss_reference(compose_config)
     for experiment in ("digits", "mnist5k"):
         for noise in ("symmetric", "small_cluster"):
             cfg = compose_config(f"experiment=noisy_dml/{experiment}_{noise}", tiny=False)
-            assert cfg.callbacks.loss_detection._target_ == "noisydml.loss_detection.LossDetection"
+            assert cfg.callbacks.loss_detection._target_ == "noisydml.callbacks.loss_detection.LossDetection"

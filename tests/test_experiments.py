@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 import layouts
 from noisydml import CONFIG_DIR
-from noisydml.train import train
+from noisydml.run.train import train
 
 EXPERIMENTS = sorted(
     str(p.relative_to(CONFIG_DIR / "experiment").with_suffix(""))

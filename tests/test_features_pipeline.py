@@ -13,7 +13,7 @@ from PIL import Image
 from layouts import make_cub, make_features
 from noisydml.data import Digits, transforms
 from noisydml.data.extracted import ExtractedFeatures
-from noisydml.train import train
+from noisydml.run.train import train
 
 DIGITS = {"_target_": "noisydml.data.Digits"}
 # 2 output channels over the whole 8 x 8 image: two features per image, one weighted sum per channel.

@@ -25,7 +25,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 import layouts
 from noisydml.metrics import evaluate
 from noisydml.metrics.engine import resolve_engine
-from noisydml.train import train
+from noisydml.run.train import train
 
 GPU = pytest.param("gpu", marks=pytest.mark.gpu)
 # The CPU cases only keep the tests' own code exercised: slow for what they show.
@@ -138,7 +138,7 @@ def test_sigterm_mid_epoch_then_resume_on_the_gpu(compose_config):
     # ("warn": an op without a deterministic kernel would warn, not stop), so the resumed run must
     # reproduce the uninterrupted one exactly.
     run = [*on("gpu"), "trainer.deterministic=warn", "trainer.max_epochs=2", "data.batches_per_epoch=5"]
-    kill = ["+callbacks.fault._target_=noisydml.faults.KillAt", "+callbacks.fault.step=7"]
+    kill = ["+callbacks.fault._target_=noisydml.testing.faults.KillAt", "+callbacks.fault.step=7"]
     uninterrupted = train(compose_config(*run, run="uninterrupted"))
 
     interrupted = compose_config(*run, *kill, "+callbacks.fault.signal=SIGTERM")

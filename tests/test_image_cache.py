@@ -20,7 +20,7 @@ from noisydml.data import transforms
 from noisydml.data.cub import CUB200
 from noisydml.data.image_cache import DecodedImageCache, cached_test_transform, resized_shape
 from noisydml.data.images import ImageListDataset
-from noisydml.train import train
+from noisydml.run.train import train
 
 IMAGE_SIZE, RESIZE = 32, 36
 # One grey level after normalisation: what JPEG decoding or resampling could move a pixel by.

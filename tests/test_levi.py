@@ -24,7 +24,7 @@ from configs import load
 from layouts import make_mnist
 from noisydml.data import Digits
 from noisydml.data.torchvision_sets import MNIST
-from noisydml.train import train
+from noisydml.run.train import train
 
 SEEDS = range(4)
 EVEN_ODD = [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]

@@ -19,7 +19,7 @@ from configs import compose_node
 from noisydml.data import Digits, MetricDataModule
 from noisydml.miners import EasyPositiveMiner, RandomPositiveMiner, RandomTripletsMiner
 from noisydml.noise import NoNoise, UniformNoise
-from noisydml.train import train
+from noisydml.run.train import train
 
 # A 16 x 10 batch, the size of Levi et al.'s Omniglot batches, in 8 dimensions.
 LABELS = torch.arange(16).repeat_interleave(10)

@@ -17,7 +17,7 @@ from batches import (
     CIRCLE_TRIPLETS,
 )
 from configs import load, margin_with_betas
-from noisydml.hooks import TrainingHooks
+from noisydml.core.hooks import TrainingHooks
 from noisydml.losses import ClassBetaMarginLoss
 from training_sets import of_classes
 

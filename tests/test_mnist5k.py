@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from noisydml.data import MNIST5k
-from noisydml.train import train
+from noisydml.run.train import train
 
 EVEN_ODD = [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]
 

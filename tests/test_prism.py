@@ -17,7 +17,7 @@ from noisydml.losses.prism import (
     class_centre_scores,
     memory_contrastive_loss,
 )
-from noisydml.train import train
+from noisydml.run.train import train
 from training_sets import training_set
 
 

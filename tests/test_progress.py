@@ -10,8 +10,8 @@ import pytorch_lightning as pl
 import torch
 from torch.overrides import TorchFunctionMode
 
-from noisydml import progress
-from noisydml.train import train
+from noisydml.callbacks import progress
+from noisydml.run.train import train
 
 
 class _Reads(TorchFunctionMode):

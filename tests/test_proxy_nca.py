@@ -13,7 +13,7 @@ from pytorch_metric_learning import losses
 
 from noisydml import CONFIG_DIR
 from noisydml.losses import ProxyNCALoss
-from noisydml.train import train
+from noisydml.run.train import train
 from training_sets import of_classes
 
 

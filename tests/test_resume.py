@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from noisydml.errors import BadInput
-from noisydml.train import train
+from noisydml.run.train import train
+from noisydml.utils.errors import BadInput
 from wandb_records import records
 
 # Two epochs of five batches; the fault lands in the middle of the second epoch.
 RUN = ["trainer.max_epochs=2", "data.batches_per_epoch=5", "trainer.check_val_every_n_epoch=1"]
 KILL = [
-    "+callbacks.fault._target_=noisydml.faults.KillAt",
+    "+callbacks.fault._target_=noisydml.testing.faults.KillAt",
     "+callbacks.fault.step=7",
     "+callbacks.fault.signal=SIGTERM",
 ]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from noisydml.atomic import write_json
 from noisydml.report.cli import write_report
-from noisydml.train import train
+from noisydml.run.train import train
+from noisydml.utils.atomic import write_json
 from test_bad_input import NaNAfter
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from noisydml.report.cli import main as report_main
-from noisydml.train import train
+from noisydml.run.train import train
 from wandb_records import logged_config, logged_metrics
 
 METRICS = ["test/recall@1", "test/recall@2", "test/recall@4", "test/recall@8", "test/nmi", "test/map@r"]

@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 
 import layouts
 from noisydml.data import MetricDataModule
-from noisydml.train import train
+from noisydml.run.train import train
 
 
 def data_module(cfg) -> MetricDataModule:

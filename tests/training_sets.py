@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from noisydml.hooks import HookContext, TrainingSet
+from noisydml.core.hooks import HookContext, TrainingSet
 
 
 def training_set(labels, num_indices: int | None = None, flipped: np.ndarray | None = None) -> TrainingSet:

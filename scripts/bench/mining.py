@@ -46,9 +46,10 @@ from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning import reducers as pml_reducers
 from pytorch_metric_learning.distances import SNRDistance
 
-# noisydml.resolvers registers the config's resolvers (conf/loss/bspml.yaml's noisydml.times).
-from noisydml import CONFIG_DIR, resolvers  # noqa: F401
-from noisydml.hooks import TrainingHooks, TrainingSet
+# noisydml.utils.resolvers registers the config's resolvers (conf/loss/bspml.yaml's noisydml.times).
+from noisydml import CONFIG_DIR
+from noisydml.core.hooks import TrainingHooks, TrainingSet
+from noisydml.utils import resolvers  # noqa: F401
 
 DIM = 512
 # P x K of each batch size: the project's default 10 x 6 for 60, K = 6 or 4 above (1024: 256 x 4).

@@ -6,7 +6,8 @@ transforms (a generated CUB-200-2011 folder of real JPEGs of CUB's size, decoded
 embedding head, the miner, the loss, the optimizer, the precision (``torch.autocast`` over backbone, miner and
 loss, with a gradient scaler for fp16, as Lightning's plugin does) and ``channels_last`` / ``torch.compile``.
 The plain loop has no Lightning, no logging, no checkpointing and no per-step reseeding; ``noisydml`` runs
-its real entry point (``noisydml.train.train``) with a timing callback. The difference is the runner's cost.
+its real entry point (``noisydml.run.train.train``) with a timing callback. The difference is the
+runner's cost.
 
 Each contender trains ``--warmup`` steps (worker start-up, cuDNN autotuning, compilation), then ``--steps``
 timed steps; the GPU is synchronised at both ends of the timed window. Contenders alternate over
@@ -39,7 +40,7 @@ from measure import machine, print_table
 from omegaconf import DictConfig, open_dict
 
 from noisydml import CONFIG_DIR
-from noisydml.train import train
+from noisydml.run.train import train
 
 # P x K of each batch size: the papers' 6 images per class, 4 at 256 (64 classes of CUB's 100).
 BATCHES = {12: (4, 3), 60: (10, 6), 120: (20, 6), 256: (64, 4)}

@@ -33,7 +33,7 @@ from measure import machine, print_table
 from plain_loop import compose_config, plain_loop
 from torch.overrides import TorchFunctionMode
 
-from noisydml.train import train
+from noisydml.run.train import train
 
 # Frames that say whose call it is: the first of these from the innermost frame outwards.
 OWNERS = ("noisydml/", "pytorch_metric_learning/", "pytorch_lightning/", "lightning_fabric/", "torch/optim/")

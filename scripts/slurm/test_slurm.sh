@@ -3,7 +3,7 @@
 #
 # Brings up the single-node cluster of scripts/slurm/cluster.sh (installing Debian's packages when
 # missing) and submits one three-job sweep on digits in which every job signals itself after its first
-# optimizer step (noisydml.faults.KillAt). Checks that
+# optimizer step (noisydml.testing.faults.KillAt). Checks that
 #   - the jobs sent SIGURG and SIGWINCH, which a process ignores unless it asks for them, finish:
 #     COMPLETED in accounting, results.json with status complete and test metrics;
 #   - the job sent SIGKILL dies hard: FAILED in accounting, no results.json, and the sweep fails
@@ -48,7 +48,7 @@ timeout "$SWEEP_TIMEOUT_S" "$VENV/bin/noisydml" --multirun \
     hydra.launcher.timeout_min=10 \
     name=slurm_ci trainer.accelerator=cpu trainer.max_epochs=1 data.batches_per_epoch=3 \
     logger=csv trainer.enable_progress_bar=false \
-    +callbacks.fault._target_=noisydml.faults.KillAt +callbacks.fault.step=1 \
+    +callbacks.fault._target_=noisydml.testing.faults.KillAt +callbacks.fault.step=1 \
     "+callbacks.fault.signal=SIGURG,SIGWINCH,SIGKILL" \
     2>&1 | tee "$sweep.log"
 status=${PIPESTATUS[0]}

@@ -10,11 +10,13 @@ import pytorch_lightning as pl
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
-from noisydml.atomic import atomic_write
+from noisydml.core.hooks import TrainingSet
 from noisydml.data.base import LabeledDataset, Splits
 from noisydml.data.sampler import PKSampler
-from noisydml.hooks import TrainingSet
 from noisydml.noise import NoisyLabels, summarize
+from noisydml.noise.protocols import SplitNoise
+from noisydml.utils.atomic import atomic_write
+from noisydml.utils.checks import check_fraction
 
 # Second words of the seeds of the draws that hide labels and hold out the validation split, so they are
 # independent of each other and of the sampler's (seed, epoch) streams.
@@ -98,16 +100,8 @@ class MetricDataModule(pl.LightningDataModule):
         score_train: str | bool | None = None,
     ):
         super().__init__()
-        if not 0.0 <= unlabeled_fraction < 1.0:
-            raise ValueError(
-                f"data.unlabeled_fraction={unlabeled_fraction} is outside [0, 1): it is the fraction of "
-                "training samples whose labels are hidden"
-            )
-        if not 0.0 <= val_fraction < 1.0:
-            raise ValueError(
-                f"data.val_fraction={val_fraction} is outside [0, 1): it is the fraction of the training "
-                "split held out for validation (0: none)"
-            )
+        check_fraction("data.unlabeled_fraction", unlabeled_fraction, example=0.5)
+        check_fraction("data.val_fraction", val_fraction, example=0.1)
         if val_split not in VAL_SPLITS:
             raise ValueError(f"data.val_split={val_split!r} is not one of {VAL_SPLITS}")
         if val_labels not in VAL_LABELS:
@@ -146,8 +140,10 @@ class MetricDataModule(pl.LightningDataModule):
         # Before the noise is drawn: dropping unreadable files changes the indices it is drawn over.
         self.skipped_inputs = self.splits.train.verify() + self.splits.test.verify()
         # Most models need only the labels; an imported list matches image paths, k-means clusters features.
-        apply_to = getattr(self.noise, "apply_to", None)
-        noisy = apply_to(self.splits.train) if apply_to else self.noise.apply(self.splits.train.labels)
+        if isinstance(self.noise, SplitNoise):
+            noisy = self.noise.apply_to(self.splits.train)
+        else:
+            noisy = self.noise.apply(self.splits.train.labels)
         if self.val_fraction > 0:
             held_out = self._held_out(noisy.observed)
             validation = _subset(noisy, held_out)
@@ -280,7 +276,7 @@ class MetricDataModule(pl.LightningDataModule):
         return ["val"] * (self.val_set is not None) + ["test_epoch"] * self.test_at_validation
 
     def training_set(self) -> TrainingSet:
-        """What a method's hooks may know about the training data (see ``noisydml.hooks``)."""
+        """What a method's hooks may know about the training data (see ``noisydml.core.hooks``)."""
         return TrainingSet(
             num_indices=len(self.splits.train),
             indices=self.noisy.indices,

@@ -21,8 +21,8 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 from torch.utils.data import DataLoader
 
-from noisydml.atomic import atomic_write
 from noisydml.data.base import LabeledDataset, Splits, TensorDataset
+from noisydml.utils.atomic import atomic_write
 
 # Bumped when the cached arrays change meaning, so stale files are never read.
 CACHE_FORMAT = 1

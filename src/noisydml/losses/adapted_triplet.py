@@ -43,7 +43,7 @@ from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 from torch.utils.data import Dataset
 from torch.utils.data.dataloader import default_collate
 
-from noisydml.hooks import HookContext, TrainingHooks, TrainingSet
+from noisydml.core.hooks import HookContext, TrainingHooks, TrainingSet
 
 IndexTriplets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 

@@ -7,7 +7,7 @@ from pytorch_metric_learning.distances import BaseDistance, LpDistance
 from pytorch_metric_learning.losses import TripletMarginLoss
 from pytorch_metric_learning.reducers import BaseReducer, SumReducer
 
-from noisydml.hooks import Bayesian, HookContext, TrainingHooks, TrainingSet
+from noisydml.core.hooks import Bayesian, HookContext, TrainingHooks, TrainingSet
 
 # Eq. 3: p(z | theta) = C exp(-2 max(1 + d2_ap - d2_an, 0)). The 2 (with the margin 1) is Polson &
 # Scott (2011)'s SVM pseudo-likelihood, exp(-2 max(1 - u, 0)) = int_0^inf (2 pi l)^-1/2
@@ -18,7 +18,7 @@ LIKELIHOOD_SCALE = 2.0
 
 class BayesianTripletLoss(TripletMarginLoss, TrainingHooks):
     """``-log p(z | theta) = 2 max(1 + d2_ap - d2_an, 0) - log C`` per triplet, plus the KL of the
-    Bayesian backbone (:class:`noisydml.hooks.Bayesian`) once per step.
+    Bayesian backbone (:class:`noisydml.core.hooks.Bayesian`) once per step.
 
     Eq. 5 minimises ``KL(q || p) - E_q log p(Z | theta)`` with ``log p(Z | theta)`` the SUM over the
     triplets (Eq. 3 is a product). On mini-batches this is Blundell et al. (2015)'s Eq. 8-9 with

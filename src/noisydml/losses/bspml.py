@@ -53,10 +53,10 @@ from pytorch_metric_learning.utils import common_functions as c_f
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 from sklearn.metrics import roc_auc_score
 
-from noisydml.atomic import atomic_write
-from noisydml.hooks import HookContext, TrainingSet
+from noisydml.core.hooks import HookContext, TrainingSet
 from noisydml.losses.pair import MultiSimilarityLoss
-from noisydml.rundir import RunDir
+from noisydml.utils.atomic import atomic_write
+from noisydml.utils.run_directory import RunDir
 
 
 class BSPMLLoss(MultiSimilarityLoss):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from pytorch_metric_learning.losses import MarginLoss
 
-from noisydml.hooks import TrainingHooks, TrainingSet
+from noisydml.core.hooks import TrainingHooks, TrainingSet
 
 
 class ClassBetaMarginLoss(MarginLoss, TrainingHooks):

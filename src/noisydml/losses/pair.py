@@ -17,7 +17,7 @@ from pytorch_metric_learning import losses
 from pytorch_metric_learning.utils import common_functions as c_f
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
-from noisydml.hooks import HookContext, TrainingHooks
+from noisydml.core.hooks import HookContext, TrainingHooks
 
 
 class EveryPairTuple(TrainingHooks):

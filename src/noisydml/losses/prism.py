@@ -43,7 +43,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from noisydml.hooks import HookContext, TrainingHooks, TrainingSet
+from noisydml.core.hooks import HookContext, TrainingHooks, TrainingSet
 
 
 def memory_contrastive_loss(

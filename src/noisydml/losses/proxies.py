@@ -6,7 +6,7 @@ import warnings
 
 import torch
 
-from noisydml.hooks import TrainingHooks, TrainingSet
+from noisydml.core.hooks import TrainingHooks, TrainingSet
 
 
 class ClassProxies(TrainingHooks):

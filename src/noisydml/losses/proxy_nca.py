@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from pytorch_metric_learning import losses
 
-from noisydml.hooks import TrainingSet
+from noisydml.core.hooks import TrainingSet
 from noisydml.losses.proxies import ClassProxies
 
 

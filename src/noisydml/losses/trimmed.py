@@ -9,7 +9,7 @@ import torch
 from pytorch_metric_learning.losses import BaseMetricLossFunction
 from pytorch_metric_learning.utils import common_functions as c_f
 
-from noisydml.hooks import HookContext, TrainingHooks, TrainingSet, hooks_of
+from noisydml.core.hooks import HookContext, TrainingHooks, TrainingSet, hooks_of
 
 IndicesTuple = tuple[torch.Tensor, ...]
 

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from noisydml.metrics import evaluate
 from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
 from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, NMIAverage
 from noisydml.metrics.engine import Backend, resolve_engine
+from noisydml.metrics.evaluation import evaluate
 
 
 class Evaluator:

@@ -2,9 +2,9 @@
 
 Items at exactly the same distance from a query (duplicate embeddings; a collapsed model maps whole
 classes, or everything, to one point) have no order of their own. A search returns them in some order
-(faiss: by index), so Recall@K and MAP@R used to depend on the order of the test set: a constant
-embedding of 50 classes of 10 scored R@1 = R@8 = MAP@R = .020 with the labels sorted, and R@1 = .018,
-R@8 = .128, MAP@R = .006 shuffled.
+(faiss: by index), so a metric that took that order would depend on the order of the test set: a
+constant embedding of 50 classes of 10 would score R@1 = R@8 = MAP@R = .020 with the labels sorted, and
+R@1 = .018, R@8 = .128, MAP@R = .006 shuffled.
 
 The rule here: every order of a group of tied items is equally likely, and a metric is its expectation
 over those orders, in closed form (hypergeometric for Recall@K, pair counts for MAP@R). Why this rule:

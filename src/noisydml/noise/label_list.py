@@ -13,15 +13,11 @@ from __future__ import annotations
 import csv
 import logging
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from noisydml.noise.models import NoisyLabels
-
-if TYPE_CHECKING:
-    # Only for hints: noisydml.data imports noisydml.noise.
-    from noisydml.data.base import LabeledDataset
+from noisydml.noise.protocols import TrainingSplit
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +69,7 @@ class LabelListNoise:
             "(dataset=cub, cars196, sop, ...), not labels alone"
         )
 
-    def apply_to(self, train: LabeledDataset) -> NoisyLabels:
+    def apply_to(self, train: TrainingSplit) -> NoisyLabels:
         paths = getattr(train, "paths", None)
         if paths is None:
             self.apply(train.labels)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from noisydml.utils.checks import check_fraction
+
 
 # eq=False: the fields are arrays, and a generated __eq__ would fail with "truth value is ambiguous".
 @dataclass(frozen=True, eq=False)
@@ -250,10 +252,7 @@ def _round_half_even(x: np.ndarray) -> np.ndarray:
 
 
 def _check_rate(key: str, value: float) -> float:
-    rate = float(value)
-    if not 0.0 <= rate < 1.0:  # also false for nan
-        raise ValueError(f"{key}={value} is outside [0, 1); give the fraction of labels to flip, below 1")
-    return rate
+    return check_fraction(key, value)
 
 
 def _check_seed(seed: int) -> None:

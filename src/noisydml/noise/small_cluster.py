@@ -19,7 +19,6 @@ features. Both are here (``clusters``):
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
@@ -28,10 +27,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from noisydml.noise.models import NoisyLabels, _check_labels, _check_rate, _check_seed, _round_half_even
-
-if TYPE_CHECKING:
-    # Only for hints: noisydml.data imports noisydml.noise.
-    from noisydml.data.base import LabeledDataset
+from noisydml.noise.protocols import TrainingSplit
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +106,7 @@ class SmallClusterNoise:
         )
         return NoisyLabels(np.arange(len(labels)), labels.copy(), observed)
 
-    def apply_to(self, train: LabeledDataset) -> NoisyLabels:
+    def apply_to(self, train: TrainingSplit) -> NoisyLabels:
         """The noisy labels of a training split, embedding it first when ``clusters=kmeans``."""
         features = embed_frozen(self.backbone, train, self.batch_size) if self.clusters == "kmeans" else None
         return self.apply(train.labels, features)
@@ -140,7 +136,7 @@ def _kmeans(features: np.ndarray, count: int, seed: int) -> np.ndarray:
     return assigned[:, 0].astype(np.int64)
 
 
-def embed_frozen(backbone: nn.Module, train: LabeledDataset, batch_size: int) -> np.ndarray:
+def embed_frozen(backbone: nn.Module, train: TrainingSplit, batch_size: int) -> np.ndarray:
     """Every item of ``train`` (its test transform) through ``backbone`` in eval mode, without gradient."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     backbone = backbone.to(device).eval()

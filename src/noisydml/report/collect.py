@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from noisydml import CONFIG_DIR
-from noisydml.resolvers import run_name
-from noisydml.rundir import FINISHED, LEGACY_FINISHED, RunDir
+from noisydml.utils.resolvers import run_name
+from noisydml.utils.run_directory import FINISHED, LEGACY_FINISHED, RunDir
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.overrides_parser import OverridesParser

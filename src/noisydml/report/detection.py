@@ -1,8 +1,8 @@
 """Noise-detection curves: per epoch, how well a method that scores or selects samples finds the labels
 the project flipped (which the papers could only guess). PRISM logs the ROC AUC of its class-centre
 score and the precision and recall of the samples it drops; BSPML the ROC AUC of its sample weights; the
-reference for both, a run's per-sample training loss (``noisydml.loss_detection``), its ROC AUC and the
-precision and recall of its highest losses at the true flip rate.
+reference for both, a run's per-sample training loss (``noisydml.callbacks.loss_detection``), its ROC AUC
+and the precision and recall of its highest losses at the true flip rate.
 
 One figure per group of runs (a comparison across papers: per data set) and measure (ROC AUC, precision,
 recall): a line per method, noise setting and score, the mean over seeds, so each method's detection is
@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from noisydml.report.collect import COMPLETE, Run
 from noisydml.report.comparisons import is_comparison
 from noisydml.report.tables import Group
-from noisydml.rundir import RunDir
+from noisydml.utils.run_directory import RunDir
 
 # Each detection metric: the panel it is drawn in and the score it measures.
 DETECTION_METRICS = {

@@ -29,7 +29,7 @@ from scipy import stats
 from noisydml.noise.theory import finite_k_triplet_bound, triplet_noise_bound
 from noisydml.report.collect import COMPLETE, canonical
 from noisydml.report.tables import Table, is_percent, slug, topline_ratio
-from noisydml.rundir import RunDir
+from noisydml.utils.run_directory import RunDir
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,21 @@
-"""Pre-flight: everything that can be checked before the first training step, refused with the key, the
-value and the fix (:class:`noisydml.errors.BadInput`).
+"""Pre-flight: everything a run needs is checked and built here, in one place, before the first training
+step; bad input is refused with the key, the value and the fix (:class:`noisydml.utils.errors.BadInput`).
 
-1. :func:`check_config`, on the composed config before anything is built: every key a user types
-   against its type and range (:data:`RULES`, :data:`CHOICES`), and every key of a ``_target_`` node
-   against the parameters of the class it builds (a typo such as ``+noise.rat=0.2``).
-2. :func:`check_output_dir`: the run directory can be written.
-3. :func:`check_one_batch`, once data and model are built: one batch through backbone, miner and loss
+:func:`prepare` runs, cheapest first:
+
+1. :func:`check_config`, on the composed config before anything is built: every key a user types that
+   no constructor checks, against its type and range (:data:`RULES`, :data:`CHOICES`), and every key of a
+   ``_target_`` node against the parameters of the class it builds (a typo such as ``+noise.rat=0.2``).
+   Keys their constructors check (``noise.rate``, ``data.val_fraction``) are checked there, once.
+2. :func:`check_output_dir`: the run directory can be written; the checkpoint to resume from.
+3. The data module, with its noisy labels drawn (:func:`check_noise`), and the model.
+4. :func:`check_one_batch`: one batch through the backbone and the training step's hook sequence
    (shape mismatches, NaN inputs, a loss that cannot take its miner's tuples), without changing what
    training then draws or learns.
 """
 
 from __future__ import annotations
 
-import copy
 import difflib
 import inspect
 import math
@@ -22,29 +25,65 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytorch_lightning as pl
 import torch
-from hydra.utils import get_object
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import default_collate
 
-from noisydml.errors import BadInput
-from noisydml.hooks import hooks_of
-
-INF = math.inf
+from noisydml.callbacks.checkpointing import resume_checkpoint
+from noisydml.core.embedding_module import EmbeddingModule
+from noisydml.loggers.wandb_mode import choose_wandb_mode
+from noisydml.utils.checks import Rule, check_value
+from noisydml.utils.errors import BadInput
+from noisydml.utils.quiet import quiet_wandb
+from noisydml.utils.run_directory import RunDir
 
 
 @dataclass(frozen=True)
-class Rule:
-    """``key`` must be a ``kind`` (int, or float which takes ints too) in ``[low, high)`` (``low`` open
-    when ``open_low``); ``optional``: null is allowed; ``example`` completes the fix."""
+class Prepared:
+    """What training starts from: the checkpoint to resume (None: from the start), the data module with
+    its noisy labels drawn, and the model, which has passed one batch."""
 
-    key: str
-    kind: type
-    low: float = -INF
-    high: float = INF
-    open_low: bool = False
-    optional: bool = False
-    example: str = ""
+    checkpoint: Path | None
+    datamodule: Any
+    model: EmbeddingModule
+
+
+def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
+    """Check and build everything training needs, refusing bad input before the first step."""
+    check_config(cfg)
+    check_output_dir(run.path)
+    checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
+    choose_wandb_mode()
+    quiet_wandb()
+    if cfg.cpu_threads is not None:
+        torch.set_num_threads(cfg.cpu_threads)
+    pl.seed_everything(cfg.seed, workers=True)
+
+    # Built objects are passed after instantiation: Hydra would turn a dataclass argument back into config.
+    datamodule = instantiate(cfg.data, _partial_=True)(
+        dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
+    )
+    # Reads the data and draws the noisy labels now, so bad input fails before any training.
+    datamodule.setup("fit")
+    check_noise(cfg, datamodule.num_train_classes)
+    model = EmbeddingModule(
+        backbone=instantiate(cfg.backbone),
+        loss=instantiate(cfg.loss),
+        miner=instantiate(cfg.miner),
+        optimizer=instantiate(cfg.optimizer),
+        metrics=instantiate(cfg.metrics),
+        scheduler=instantiate(cfg.scheduler),
+        query_mask=datamodule.query_mask,
+        seed=cfg.seed,
+        **cfg.module,
+    )
+    check_one_batch(model, datamodule, choices)
+    return Prepared(checkpoint, datamodule, model)
+
+
+INF = math.inf
 
 
 RULES = (
@@ -60,13 +99,11 @@ RULES = (
     Rule("optimizer.lr", float, 0, open_low=True, example="optimizer.lr=1e-3"),
     Rule("optimizer.weight_decay", float, 0, optional=True, example="optimizer.weight_decay=0"),
     Rule("optimizer.momentum", float, 0, 1, optional=True, example="optimizer.momentum=0.9"),
-    Rule("noise.rate", float, 0, 1, example="noise.rate=0.2"),
     Rule("data.P", int, 2, example="data.P=10"),
     Rule("data.K", int, 2, example="data.K=6"),
     Rule("data.batches_per_epoch", int, 1, optional=True, example="data.batches_per_epoch=100"),
     Rule("data.eval_batch_size", int, 1, example="data.eval_batch_size=512"),
     Rule("data.num_workers", int, 0, example="data.num_workers=4"),
-    Rule("data.unlabeled_fraction", float, 0, 1, example="data.unlabeled_fraction=0.5"),
     Rule("backbone.embedding_size", int, 1, example="backbone.embedding_size=128"),
     Rule("module.train_samples", int, 1, example="module.train_samples=1"),
     Rule("module.loss_lr", float, 0, open_low=True, optional=True, example="module.loss_lr=1e-2"),
@@ -105,7 +142,7 @@ def check_config(cfg: DictConfig) -> None:
     for rule in RULES:
         found, value = _select(cfg, rule.key)
         if found:
-            _check_rule(rule, value)
+            check_value(rule, value)
     for key, options in CHOICES.items():
         found, value = _select(cfg, key)
         if found and str(value) not in options:
@@ -124,31 +161,12 @@ def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
     return value is not missing, value
 
 
-def _check_rule(rule: Rule, value: Any) -> None:
-    if value is None:
-        if rule.optional:
-            return
-        raise BadInput(f"{rule.key}=null needs a value, e.g. {rule.example}")
-    kinds = (int,) if rule.kind is int else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        what = "an integer" if rule.kind is int else "a number"
-        raise BadInput(f"{rule.key}={value} is not {what}; give one, e.g. {rule.example}")
-    below = value <= rule.low if rule.open_low else value < rule.low
-    if below or value >= rule.high or math.isnan(value):
-        if rule.high == INF:
-            bound = f"must be {'>' if rule.open_low else '>='} {rule.low:g}"
-        else:
-            bound = f"is outside {'(' if rule.open_low else '['}{rule.low:g}, {rule.high:g})"
-        forever = " (-1 would train forever)" if rule.key == "trainer.max_epochs" and value == -1 else ""
-        raise BadInput(f"{rule.key}={value} {bound}{forever}; e.g. {rule.example}")
-
-
 def _check_options(cfg: DictConfig) -> None:
     """Every key of a node that builds an object is a parameter of its class (a typo is named with the
     key it is closest to). The module's keys are checked against the LightningModule."""
-    from noisydml.module import EmbeddingModule
-
-    _check_keys("module", cfg.get("module") or {}, EmbeddingModule, "noisydml.module.EmbeddingModule")
+    _check_keys(
+        "module", cfg.get("module") or {}, EmbeddingModule, "noisydml.core.embedding_module.EmbeddingModule"
+    )
     for path, node in _target_nodes(cfg, ""):
         try:
             target = get_object(node["_target_"])
@@ -244,10 +262,9 @@ def check_noise(cfg: DictConfig, num_classes: int) -> None:
         warnings.warn(f"noise.rate={rate}: most training labels are wrong", stacklevel=2)
 
 
-def check_one_batch(model: torch.nn.Module, datamodule: Any, choices: dict[str, str]) -> None:
-    """One batch of K samples of P classes through backbone, miner and loss, in eval mode and without
-    gradients; the random generators are restored afterwards and the loss and miner run as copies, so
-    training draws what it would have and starts from the state they were built with."""
+def check_one_batch(model: EmbeddingModule, datamodule: Any, choices: dict[str, str]) -> None:
+    """One batch of K samples of P classes through the backbone, then through the training step's hook
+    sequence (:meth:`EmbeddingModule.dry_run_step`), without changing what training then draws or learns."""
     labels = datamodule.train_set.labels
     positions = [
         p
@@ -261,39 +278,10 @@ def check_one_batch(model: torch.nn.Module, datamodule: Any, choices: dict[str, 
             f"dataset={choices.get('dataset', '?')}: training samples {bad[:5]} hold NaN or infinite values; "
             "fix or drop them in the data (a NaN input makes the loss NaN)"
         )
-    with torch.random.fork_rng(), torch.no_grad():
-        training = model.training
-        model.eval()
-        try:
-            _forward(model, datamodule, x, y, indices, choices)
-        finally:
-            model.train(training)
-
-
-def _forward(model, datamodule, x, y, indices, choices: dict[str, str]) -> None:
     backbone, loss, miner = (choices.get(k, "?") for k in ("backbone", "loss", "miner"))
+    _check_backbone(model, x, backbone)
     try:
-        embeddings = model(x)
-    except RuntimeError as error:
-        raise BadInput(
-            f"backbone={backbone} cannot take the data's inputs of shape {tuple(x.shape[1:])} "
-            f"({str(error).splitlines()[0]}); choose a backbone for this data set or set its input size "
-            "(e.g. backbone.trunk.in_features)"
-        ) from error
-    if not torch.isfinite(embeddings).all():
-        raise BadInput(
-            f"backbone={backbone} gives NaN or infinite embeddings on the first batch; check the data"
-        )
-    # On copies: a loss or miner with state (PRISM's and MCL's memory of past embeddings, PRISM's
-    # threshold window and step count) must start training as built, not holding this check's batch.
-    # PRISM's memory once held it: training's first batch was then selected against its own images.
-    loss_fn, miner_fn = copy.deepcopy(model.loss), copy.deepcopy(model.miner)
-    hooks = hooks_of(loss_fn)
-    hooks.setup(datamodule.training_set())
-    hooks.begin_batch(indices)
-    tuples = miner_fn(embeddings, y) if miner_fn is not None else None
-    try:
-        value = loss_fn(embeddings, y, tuples)
+        value = model.dry_run_step((x, y, indices), datamodule.training_set())
     except Exception as error:
         raise BadInput(
             f"loss={loss} with miner={miner} fails on the first batch: {str(error).splitlines()[0]}"
@@ -301,4 +289,25 @@ def _forward(model, datamodule, x, y, indices, choices: dict[str, str]) -> None:
     if not torch.isfinite(value):
         raise BadInput(
             f"loss={loss} is {value.item()} on the first batch; check the data and the loss's keys"
+        )
+
+
+def _check_backbone(model: EmbeddingModule, x: torch.Tensor, backbone: str) -> None:
+    """The backbone takes the data's inputs and gives finite embeddings (eval mode, no gradient)."""
+    training = model.training
+    with torch.random.fork_rng(), torch.no_grad():
+        model.eval()
+        try:
+            embeddings = model(x)
+        except RuntimeError as error:
+            raise BadInput(
+                f"backbone={backbone} cannot take the data's inputs of shape {tuple(x.shape[1:])} "
+                f"({str(error).splitlines()[0]}); choose a backbone for this data set or set its input "
+                "size (e.g. backbone.trunk.in_features)"
+            ) from error
+        finally:
+            model.train(training)
+    if not torch.isfinite(embeddings).all():
+        raise BadInput(
+            f"backbone={backbone} gives NaN or infinite embeddings on the first batch; check the data"
         )

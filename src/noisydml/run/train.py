@@ -1,7 +1,7 @@
 """A run: build the parts of a composed config, fit, test, and write the run's results.
 
-The command line is :mod:`noisydml.cli`, which imports this module only when a run starts. However a
-run ends, its directory says how (:mod:`noisydml.rundir`): finished, failed (the error, and its
+The command line is :mod:`noisydml.run.cli`, which imports this module only when a run starts. However a
+run ends, its directory says how (:mod:`noisydml.utils.run_directory`): finished, failed (the error, and its
 traceback in ``error.log``) or interrupted (with the command that continues it).
 """
 
@@ -11,7 +11,6 @@ import sys
 import time
 import traceback
 
-import pytorch_lightning as pl
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
@@ -21,18 +20,15 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from noisydml import resolvers  # noqa: F401  (registers the config's resolvers)
-from noisydml.checkpointing import resume_checkpoint
-from noisydml.csv_logger import keep_rows_before
-from noisydml.errors import BadInput
-from noisydml.module import EmbeddingModule
-from noisydml.preflight import check_config, check_noise, check_one_batch, check_output_dir
-from noisydml.progress import EpochLine, progress_bar, wants_progress_bar
-from noisydml.quiet import quiet_wandb, silence_known_noise
-from noisydml.results import config_differences, format_metrics, versions
-from noisydml.rundir import FAILED, FINISHED, INTERRUPTED, RunDir
-from noisydml.selection import test_selected, watched_callbacks
-from noisydml.wandb_mode import choose_wandb_mode
+from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_bar
+from noisydml.loggers.resumable_csv import keep_rows_before
+from noisydml.run.preflight import prepare
+from noisydml.run.results import config_differences, format_metrics, versions
+from noisydml.run.selection import test_selected, watched_callbacks
+from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
+from noisydml.utils.errors import BadInput
+from noisydml.utils.quiet import silence_known_noise
+from noisydml.utils.run_directory import FAILED, FINISHED, INTERRUPTED, RunDir
 
 silence_known_noise()
 
@@ -63,13 +59,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
 def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[str, float]:
     started = time.perf_counter()
     try:
-        checkpoint, datamodule, model = _preflight(cfg, run, record["choices"])
+        prepared = prepare(cfg, run, record["choices"])
     except BadInput:
         raise
     except Exception as error:
         # Anything that stops a run before its first step is the input's: one line, the traceback in
         # error.log (HYDRA_FULL_ERROR=1 prints it too).
         raise BadInput(_message(error)) from error
+    checkpoint, datamodule, model = prepared.checkpoint, prepared.datamodule, prepared.model
     if rank_zero_only.rank == 0:
         # The history of a resumed run continues after its checkpoint; a run started over has none.
         keep_rows_before(run.metrics_csv, _global_step(checkpoint))
@@ -118,9 +115,7 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
         wall_time_s=round(time.perf_counter() - started, 3),
     )
     # previous.ckpt is the fallback for a damaged last.ckpt, i.e. for a resume; a finished run is never
-    # resumed (it is skipped), so it goes: about 40% of a finished run's disk (6.5 of the 15.3 GB that
-    # make reproduce-noisy-dml-cpu leaves in checkpoints). last.ckpt, to train on, and best.ckpt, what was
-    # tested, stay.
+    # resumed (it is skipped), so it goes. last.ckpt, to train on, and best.ckpt, what was tested, stay.
     run.previous_checkpoint.unlink(missing_ok=True)
     print(f"\n{format_metrics(model.test_metrics)}\n")
     if selection is not None and "epoch" in selection:
@@ -128,40 +123,6 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
         print(f"tested {epochs}, selected by {selection['metric']} (the last epoch's: test_last/...)")
     print(f"run directory: {run.path.resolve()}\nresults: {results}")
     return metrics
-
-
-def _preflight(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> tuple:
-    """Check and build everything training needs (:mod:`noisydml.preflight`): the checkpoint to resume
-    from, the data module with its noisy labels drawn, and the model, which has passed one batch."""
-    check_config(cfg)
-    check_output_dir(run.path)
-    checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
-    choose_wandb_mode()
-    quiet_wandb()
-    if cfg.cpu_threads is not None:
-        torch.set_num_threads(cfg.cpu_threads)
-    pl.seed_everything(cfg.seed, workers=True)
-
-    # Built objects are passed after instantiation: Hydra would turn a dataclass argument back into config.
-    datamodule = instantiate(cfg.data, _partial_=True)(
-        dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
-    )
-    # Reads the data and draws the noisy labels now, so bad input fails before any training.
-    datamodule.setup("fit")
-    check_noise(cfg, datamodule.num_train_classes)
-    model = EmbeddingModule(
-        backbone=instantiate(cfg.backbone),
-        loss=instantiate(cfg.loss),
-        miner=instantiate(cfg.miner),
-        optimizer=instantiate(cfg.optimizer),
-        metrics=instantiate(cfg.metrics),
-        scheduler=instantiate(cfg.scheduler),
-        query_mask=datamodule.query_mask,
-        seed=cfg.seed,
-        **cfg.module,
-    )
-    check_one_batch(model, datamodule, choices)
-    return checkpoint, datamodule, model
 
 
 def group_choices() -> dict[str, str]:

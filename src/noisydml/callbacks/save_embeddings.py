@@ -1,27 +1,16 @@
-"""A split embedded in data-set order, and ``embeddings.npz``: a run's test embeddings, written by a Lightning
-callback (``+callbacks=save_embeddings``)."""
+"""``embeddings.npz``: a run's test embeddings, written by a Lightning callback
+(``+callbacks=save_embeddings``)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import numpy as np
 import pytorch_lightning as pl
 
-from noisydml.atomic import atomic_write
-from noisydml.rundir import RunDir
-
-
-@dataclass(frozen=True)
-class Embedded:
-    """A split embedded in data-set order: ``embeddings[i]`` is item ``indices[i]``, of class ``labels[i]``.
-
-    Arrays on the host, as the metrics take them."""
-
-    embeddings: np.ndarray
-    labels: np.ndarray
-    indices: np.ndarray
+from noisydml.core.embedded import Embedded
+from noisydml.utils.atomic import atomic_write
+from noisydml.utils.run_directory import RunDir
 
 
 class SaveEmbeddings(pl.Callback):

@@ -29,7 +29,7 @@ from torch import nn
 if TYPE_CHECKING:
     from torch.utils.data import Dataset
 
-    from noisydml.embeddings import Embedded
+    from noisydml.core.embedded import Embedded
 
 
 @dataclass(frozen=True)

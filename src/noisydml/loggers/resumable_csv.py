@@ -14,7 +14,7 @@ from pathlib import Path
 from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 
-from noisydml.atomic import atomic_write
+from noisydml.utils.atomic import atomic_write
 
 
 def keep_rows_before(path: Path, step: int) -> None:

@@ -1,5 +1,5 @@
 """What a run's ``results.json`` holds beside its metrics (versions), how two runs' configs differ, and
-the table printed at the end. The files themselves are named by :mod:`noisydml.rundir`."""
+the table printed at the end. The files themselves are named by :mod:`noisydml.utils.run_directory`."""
 
 from __future__ import annotations
 
@@ -47,7 +47,15 @@ def _git_commit() -> str:
 
 
 # Keys that change how a run is watched or where files live, not what it computes.
-NOT_IDENTITY = ("resume", "resume_from", "logger", "paths", "trainer.enable_progress_bar", "callbacks")
+NOT_IDENTITY = (
+    "resume",
+    "resume_from",
+    "logger",
+    "paths",
+    "trainer.enable_progress_bar",
+    "trainer.plugins",
+    "callbacks",
+)
 
 
 def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:

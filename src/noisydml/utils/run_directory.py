@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from noisydml.atomic import atomic_write, write_json
+from noisydml.utils.atomic import atomic_write, write_json
 
 FINISHED, FAILED, INTERRUPTED = "finished", "failed", "interrupted"
 # The status of a finished run written before the statuses above existed.

@@ -17,8 +17,8 @@ def derived_seed(seed: int, stream: int, *counters: int) -> int:
 def reseed(seed: int) -> None:
     """Seed torch's CPU generator and, once CUDA is up, every GPU's: ``torch.manual_seed`` without its
     cost. Before CUDA is initialised that function queues the seed for later and formats the Python
-    stack each time to say where (~5 ms, three times over for CUDA, XPU and MTIA), which was a fifth of
-    a digits training step when called at every step."""
+    stack each time to say where (three times over, for CUDA, XPU and MTIA): milliseconds, at every
+    step (scripts/bench/README.md)."""
     torch.default_generator.manual_seed(seed)
     if torch.cuda.is_initialized():
         torch.cuda.manual_seed_all(seed)

@@ -1,9 +1,10 @@
 """Model selection on the validation split, then the test split scored once with what was selected.
 
-With a validation split (``data.val_fraction`` > 0), :class:`~noisydml.checkpointing.SelectedCheckpoint`
-keeps the weights of the epoch with the best ``optimized_metric`` (a ``val/`` metric). After training the
-test split is scored twice: with those weights (``test/...``, the run's result) and with the last epoch's
-(``test_last/...``), so a reader sees what selection changed. With ``data.test_at_validation`` the test
+With a validation split (``data.val_fraction`` > 0),
+:class:`~noisydml.callbacks.checkpointing.SelectedCheckpoint` keeps the weights of the epoch with the best
+``optimized_metric`` (a ``val/`` metric). After training the test split is scored twice: with those
+weights (``test/...``, the run's result) and with the last epoch's (``test_last/...``), so a reader sees
+what selection changed. With ``data.test_at_validation`` the test
 split was also scored at every validation; the epoch a paper selecting on the test split would have
 reported is recorded as ``test_best_epoch/...``, beside ours, to show what test selection inflates.
 """
@@ -15,7 +16,7 @@ from typing import Any
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 
-from noisydml.checkpointing import SelectedCheckpoint
+from noisydml.callbacks.checkpointing import SelectedCheckpoint
 
 
 def watched_callbacks(callbacks: list[Callback], stages: list[str]) -> list[Callback]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import numpy as np
@@ -9,11 +10,11 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
-from noisydml.embeddings import Embedded
-from noisydml.hooks import HookContext, TrainingHooks, hooks_of
+from noisydml.core.embedded import Embedded
+from noisydml.core.hooks import HookContext, TrainingHooks, TrainingSet, hooks_of
+from noisydml.core.logging_steps import is_logging_step
+from noisydml.core.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 from noisydml.metrics.evaluator import Evaluator
-from noisydml.progress import is_logging_step
-from noisydml.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 
 
 class EmbeddingModule(pl.LightningModule):
@@ -21,7 +22,7 @@ class EmbeddingModule(pl.LightningModule):
 
     ``miner(embeddings, labels) -> indices_tuple`` (or no miner: the loss uses every tuple) and
     ``loss(embeddings, labels, indices_tuple) -> scalar``. A loss that carries more state implements
-    :class:`noisydml.hooks.TrainingHooks` and gets a :class:`noisydml.hooks.HookContext`, never the
+    :class:`noisydml.core.hooks.TrainingHooks` and gets a :class:`noisydml.core.hooks.HookContext`, never the
     module itself. The loss's own parameters (a margin's beta, proxies) train in
     their own parameter group, at ``loss_lr`` when given.
 
@@ -80,7 +81,7 @@ class EmbeddingModule(pl.LightningModule):
         self.query_mask = query_mask
         self.seed = seed
         # The prefix of the test metrics: "test", or "test_last" when the last epoch is scored beside the
-        # selected checkpoint (noisydml.selection).
+        # selected checkpoint (noisydml.run.selection).
         self.test_stage = "test"
         self.test_metrics: dict[str, float] = {}
         self.test_embedded: Embedded | None = None
@@ -118,14 +119,9 @@ class EmbeddingModule(pl.LightningModule):
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         x, labels, indices = batch
         labels, indices = self._gather(labels), self._gather(indices)
-        self.hooks.begin_batch(indices)
-        losses = [self._batch_loss(x, labels, sample) for sample in range(self.train_samples)]
-        loss = sum(losses) / self.train_samples
-        regularizer = self.hooks.regularizer(self.hook_context())
-        if regularizer is not None:
-            self._log_step("train/regularizer", regularizer, len(labels))
-            loss = loss + regularizer
-        # Not prog_bar: Lightning would read it back from the GPU after every step (noisydml.progress).
+        loss = self._step_loss(x, labels, indices, self.loss, self.miner)
+        # Not prog_bar: Lightning would read it back from the GPU after every step
+        # (noisydml.callbacks.progress).
         self._log_step("train/loss", loss, len(labels))
         # The check waits for the GPU to finish the loss, and the GPU then waits for the host to launch
         # the backward: last, so nothing else stands between the two.
@@ -136,39 +132,75 @@ class EmbeddingModule(pl.LightningModule):
             )
         return loss
 
-    def _batch_loss(self, x: torch.Tensor, labels: torch.Tensor, sample: int) -> torch.Tensor:
+    def dry_run_step(self, batch, training_set: TrainingSet) -> torch.Tensor:
+        """The loss one training step would compute on ``batch``, changing nothing: the same hook sequence
+        as :meth:`training_step` (``setup``, ``begin_batch``, miner, loss, regularizer) on copies of the
+        loss and miner set up on ``training_set``, in eval mode, without gradient, the random generators
+        restored. A loss or miner with state (PRISM's and MCL's memory of past embeddings) thus starts
+        training as built, not holding this batch."""
+        loss, miner = copy.deepcopy(self.loss), copy.deepcopy(self.miner)
+        hooks_of(loss).setup(training_set)
+        x, labels, indices = batch
+        training = self.training
+        with torch.random.fork_rng(), torch.no_grad():
+            self.eval()
+            try:
+                return self._step_loss(x, labels, indices, loss, miner)
+            finally:
+                self.train(training)
+
+    def _step_loss(
+        self, x: torch.Tensor, labels: torch.Tensor, indices: torch.Tensor, loss: nn.Module, miner
+    ) -> torch.Tensor:
+        """The method's hook sequence for one batch: ``begin_batch``, then for each forward pass the miner
+        and the loss, averaged, then the regularizer."""
+        hooks = hooks_of(loss)
+        hooks.begin_batch(indices)
+        losses = [self._batch_loss(x, labels, sample, loss, miner) for sample in range(self.train_samples)]
+        value = sum(losses) / self.train_samples
+        regularizer = hooks.regularizer(self.hook_context())
+        if regularizer is not None:
+            self._log_step("train/regularizer", regularizer, len(labels))
+            value = value + regularizer
+        return value
+
+    def _batch_loss(
+        self, x: torch.Tensor, labels: torch.Tensor, sample: int, loss: nn.Module, miner
+    ) -> torch.Tensor:
         embeddings = self._gather(self(x), sync_grads=True)
         tuples = None
-        if self.miner is not None:
+        if miner is not None:
             devices = [embeddings.device] if embeddings.is_cuda else []
             with torch.random.fork_rng(devices=devices):
                 reseed(derived_seed(self.seed, MINING, self.global_step, sample))
-                tuples = self.miner(embeddings, labels)
+                tuples = miner(embeddings, labels)
         if tuples is not None:
             # Made on the device: Lightning would copy a Python number there, a copy that waits for the GPU.
             count = torch.full((), len(tuples[0]), dtype=torch.float32, device=embeddings.device)
             self._log_step("train/tuples", count, len(labels))
-        return self.loss(embeddings, labels, tuples)
+        return loss(embeddings, labels, tuples)
 
     def _log_step(self, name: str, value: torch.Tensor, batch_size: int) -> None:
         """``self.log`` of a value of this training step, at the steps where it is read: those the loggers
         write (``trainer.log_every_n_steps``) and the last of an epoch or of training (the epoch line,
         epoch-end callbacks). Lightning keeps only the latest value of a step-wise metric, so the steps
-        between lose nothing, and each call costs host time: logging at every step cost 1.6 ms of a 9.4 ms
-        digits step on a CPU (scripts/bench/README.md)."""
+        between lose nothing, and each call costs host time (scripts/bench/README.md). Nothing is logged
+        outside a Trainer (:meth:`dry_run_step`)."""
+        if self._trainer is None:
+            return
         trainer = self.trainer
         last = trainer.is_last_batch or 0 < trainer.max_steps <= trainer.global_step + 1
         if is_logging_step(trainer) or last or trainer.fast_dev_run:
             self.log(name, value, batch_size=batch_size)
 
     def _gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
-        """The tensor concatenated over ranks in rank order (itself on one process)."""
-        if self.trainer.world_size == 1:
+        """The tensor concatenated over ranks in rank order (itself on one process or outside a Trainer)."""
+        if self._trainer is None or self.trainer.world_size == 1:
             return tensor
         return self.all_gather(tensor, sync_grads=sync_grads).flatten(0, 1)
 
     def hook_context(self) -> HookContext:
-        """What the method's hooks may use now (see :mod:`noisydml.hooks`)."""
+        """What the method's hooks may use now (see :mod:`noisydml.core.hooks`)."""
         return HookContext(
             epoch=self.current_epoch,
             device=self.device,

@@ -1,7 +1,7 @@
 """Fault injection for tests of preemption and crashes: a callback that signals its own process.
 
 Select it for one run, or one job of a sweep, like any callback:
-``+callbacks.kill={_target_:noisydml.faults.KillAt,step:1}`` dies hard (SIGKILL: no traceback, no
+``+callbacks.kill={_target_:noisydml.testing.faults.KillAt,step:1}`` dies hard (SIGKILL: no traceback, no
 ``results.json``, nothing Python can clean up) right after the first optimizer step. ``signal=SIGTERM``
 stands in for a preemption or ``scancel``, ``SIGUSR2`` (submitit's) or ``SIGUSR1`` (Lightning's) for
 SLURM's warning before a time limit; ``SIGURG`` and ``SIGWINCH`` are ignored unless handled.

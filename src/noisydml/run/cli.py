@@ -1,5 +1,5 @@
 """``noisydml``: the Hydra command line. Light on imports, so ``--help`` and ``--cfg job`` answer at once:
-torch and Lightning load only when a run starts (:mod:`noisydml.train`).
+torch and Lightning load only when a run starts (:mod:`noisydml.run.train`).
 
 ``noisydml resume=<run dir>`` continues a run by its directory: its own overrides (from
 ``.hydra/overrides.yaml``) in that directory, from its last checkpoint; overrides given beside it are
@@ -15,9 +15,10 @@ import hydra
 import yaml
 from omegaconf import DictConfig
 
-from noisydml import CONFIG_DIR, resolvers  # noqa: F401  (registers the config's resolvers)
-from noisydml.quiet import silence_known_noise
-from noisydml.rundir import RunDir
+from noisydml import CONFIG_DIR
+from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
+from noisydml.utils.quiet import silence_known_noise
+from noisydml.utils.run_directory import RunDir
 
 # How to continue a run, not what it computes: never carried over from a run's stored overrides.
 RESUME_KEYS = ("resume", "resume_from")
@@ -47,7 +48,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
 def _run(cfg: DictConfig) -> float | None:
     # Before the trainer's imports: faiss logs as it loads.
     silence_known_noise()
-    from noisydml.train import train
+    from noisydml.run.train import train
 
     metrics = train(cfg)
     return metrics.get(cfg.get("optimized_metric") or "")

@@ -15,7 +15,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from noisydml.rundir import FINISHED, LEGACY_FINISHED, RunDir
+from noisydml.utils.run_directory import FINISHED, LEGACY_FINISHED, RunDir
 
 
 class JobSummary(Callback):

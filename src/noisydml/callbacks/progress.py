@@ -11,18 +11,13 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import RichProgressBar, TQDMProgressBar
 from pytorch_lightning.utilities.imports import _RICH_AVAILABLE
 
+from noisydml.core.logging_steps import is_logging_step
+
 
 def wants_progress_bar(enabled: bool | None) -> bool:
     """``trainer.enable_progress_bar``: true or false as given; null (the default) means a bar only when
     the output is a terminal."""
     return sys.stderr.isatty() if enabled is None else bool(enabled)
-
-
-def is_logging_step(trainer: pl.Trainer) -> bool:
-    """Whether Lightning's loggers write the values of the current training step: its own rule
-    (``trainer.log_every_n_steps``, or a stop), a private property (pytorch-lightning is pinned in
-    pyproject.toml)."""
-    return trainer._logger_connector.should_update_logs
 
 
 class _ReadsAtLoggingSteps:

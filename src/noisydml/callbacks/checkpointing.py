@@ -7,9 +7,9 @@ that file. Files are written atomically, so a kill during the write leaves the p
 intact, and loaded with ``weights_only=True``. The checkpoint a new one replaces is kept as
 ``previous.ckpt``: a run whose last checkpoint was damaged after it was written (a full disk, a copy cut
 short) can fall back to it (``resume_from=previous``). A finished run is never resumed, so it drops
-``previous.ckpt`` (``noisydml.train``); ``last.ckpt`` and ``best.ckpt`` stay.
+``previous.ckpt`` (``noisydml.run.train``); ``last.ckpt`` and ``best.ckpt`` stay.
 :class:`SelectedCheckpoint` keeps ``checkpoints/best.ckpt``, the weights of the epoch with the best
-validation metric, which the test split is scored with (``noisydml.selection``).
+validation metric, which the test split is scored with (``noisydml.run.selection``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from noisydml.atomic import atomic_write
-from noisydml.errors import BadInput
-from noisydml.rundir import BEST, LAST, PREVIOUS, RunDir
+from noisydml.utils.atomic import atomic_write
+from noisydml.utils.errors import BadInput
+from noisydml.utils.run_directory import BEST, LAST, PREVIOUS, RunDir
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
