@@ -1,0 +1,115 @@
+"""The package's shape, as ARCHITECTURE.md draws it: a root that holds the package's face, packages layered
+so that imports only point down, no module past 600 lines, and a map that names only what exists."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+PACKAGE = ROOT / "src" / "noisydml"
+
+# Bottom to top; a package imports only packages of lower layers (and itself). "noisydml" is the root's face
+# (__version__, CONFIG_DIR), which every layer may read.
+LAYERS = (
+    ("noisydml", "utils"),
+    ("metrics", "noise", "miners", "models"),
+    ("core",),
+    ("data", "losses"),
+    ("callbacks", "loggers"),
+    ("run", "report", "testing"),
+)
+LAYER = {package: level for level, packages in enumerate(LAYERS) for package in packages}
+MAX_LINES = 600
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _package(module: Path) -> str:
+    parts = module.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 else "noisydml"
+
+
+def _imported_packages(module: Path) -> set[str]:
+    """The noisydml packages a module imports, at its top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+            if node.module == "noisydml":
+                names = [f"noisydml.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "noisydml":
+                found.add(parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else "noisydml")
+    return found
+
+
+def test_every_package_has_a_layer():
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages | {"noisydml"} == set(LAYER)
+
+
+def test_imports_only_point_down():
+    upward = [
+        f"{module.relative_to(PACKAGE)} ({_package(module)}, layer {LAYER[_package(module)]}) imports "
+        f"{target} (layer {LAYER[target]})"
+        for module in _modules()
+        for target in _imported_packages(module)
+        if target != _package(module) and LAYER[target] >= LAYER[_package(module)]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_the_noise_package_imports_nothing_from_data():
+    assert not any("data" in _imported_packages(m) for m in (PACKAGE / "noise").rglob("*.py"))
+
+
+def test_the_root_holds_only_the_package_face():
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py"]
+
+
+def test_no_module_is_longer_than_600_lines():
+    long = {
+        str(m.relative_to(PACKAGE)): n
+        for m in _modules()
+        if (n := len(m.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, long
+
+
+def test_the_checker_sees_an_upward_import(tmp_path):
+    """The layer check reads function-level imports too (a lazy import is still an arrow)."""
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from noisydml.run.train import train\n")
+    assert _imported_packages(module) == {"run"}
+
+
+def _architecture() -> str:
+    return (ROOT / "ARCHITECTURE.md").read_text()
+
+
+def test_architecture_md_draws_the_same_layers():
+    table = {
+        package: int(level)
+        for level, packages in re.findall(r"^\| (\d) \| ([^|]+) \|", _architecture(), re.M)
+        for package in re.findall(r"`(\w+)/`", packages)
+    }
+    assert {p: LAYER[p] for p in table} == table
+    assert set(table) == set(LAYER) - {"noisydml"}
+
+
+@pytest.mark.parametrize(
+    "path", sorted(set(re.findall(r"`((?:src|conf|tests|scripts)/[\w/.-]+)`", _architecture())))
+)
+def test_every_path_architecture_md_names_exists(path):
+    assert (ROOT / path.rstrip("/")).exists(), path
