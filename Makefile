@@ -17,9 +17,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
-## The default experiment (digits, noise 0.2); pass overrides with ARGS="noise.rate=0.4 ...".
+## The default experiment (digits, noise 0.2) with portable numerics (the same numbers on any x86-64 CPU:
+## noisydml.run.numerics); pass overrides with ARGS="noise.rate=0.4 ...".
 run: install
-	$(BIN)/noisydml $(ARGS)
+	$(BIN)/noisydml numerics=portable $(ARGS)
 
 ## The test suite (GPU tests skip themselves on a machine without one).
 test: install

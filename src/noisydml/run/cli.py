@@ -16,6 +16,7 @@ import yaml
 from omegaconf import DictConfig
 
 from noisydml import CONFIG_DIR
+from noisydml.run.numerics import apply_numerics
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.quiet import silence_known_noise
 from noisydml.utils.run_directory import RunDir
@@ -48,6 +49,8 @@ def resume_arguments(argv: list[str]) -> list[str]:
 def _run(cfg: DictConfig) -> float | None:
     # Before the trainer's imports: faiss logs as it loads.
     silence_known_noise()
+    # Before torch loads: it picks its kernels as it does.
+    apply_numerics(cfg.get("numerics", "native"))
     from noisydml.run.train import train
 
     metrics = train(cfg)

@@ -57,8 +57,12 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
     choose_wandb_mode()
     quiet_wandb()
-    if cfg.cpu_threads is not None:
-        torch.set_num_threads(cfg.cpu_threads)
+    threads = cfg.cpu_threads
+    if threads is None and cfg.get("numerics") == "portable":
+        # A sum split over threads rounds differently with their number, which differs between machines.
+        threads = 1
+    if threads is not None:
+        torch.set_num_threads(threads)
     pl.seed_everything(cfg.seed, workers=True)
 
     # Built objects are passed after instantiation: Hydra would turn a dataclass argument back into config.
@@ -123,6 +127,7 @@ RULES = (
 CHOICES = {
     "resume": ("auto", "never"),
     "resume_from": ("last", "previous"),
+    "numerics": ("native", "portable"),
     "data.small_classes": ("error", "replace", "drop"),
     "metrics.nmi_average": ("arithmetic", "geometric"),
     "metrics.kmeans_init": ("random", "k-means++"),

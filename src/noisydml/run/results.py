@@ -63,7 +63,9 @@ def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
 
     A key that only one of them has is an option added to (or removed from) the project since the
     older run, whose default keeps the old behaviour: not a difference, so a sweep re-run after an
-    update still skips the jobs it finished."""
+    update still skips the jobs it finished. A run from before ``numerics`` existed computed natively."""
+    if not prefix:
+        old = {"numerics": "native", **old}
     differences = []
     for key in sorted(set(old) & set(new)):
         dotted = f"{prefix}{key}"

@@ -22,6 +22,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_bar
 from noisydml.loggers.resumable_csv import keep_rows_before
+from noisydml.run.numerics import numerics_record
 from noisydml.run.preflight import prepare
 from noisydml.run.results import config_differences, format_metrics, versions
 from noisydml.run.selection import test_selected, watched_callbacks
@@ -44,6 +45,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         "choices": group_choices(),
         "report": resolved.get("report"),
         "seed": cfg.seed,
+        "numerics": numerics_record(),
     }
     try:
         return _train(cfg, run, resolved, record)
