@@ -10,10 +10,12 @@ ARGS ?=
 install: $(STAMP)
 
 # Re-installs when pyproject.toml or constraints.txt changes. torch/torchvision are the CUDA builds; they
-# run on the CPU. constraints.txt pins the versions the project is tested with.
+# run on the CPU. constraints.txt is the lock: the versions the project is tested with.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# faiss-gpu and faiss-cpu both install the module faiss: the lock's is faiss-cpu.
+	$(BIN)/python -m pip uninstall --quiet --yes faiss-gpu 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
@@ -50,6 +52,13 @@ PYTHON312 ?=
 .PHONY: test-gpu-stack
 test-gpu-stack: gpu-wheels
 	PYTHON312="$(PYTHON312)" scripts/gpu/test_stack.sh $(ARGS)
+
+## The wheel as a lab installs it: built from this checkout, installed into a fresh venv that already holds
+## its own torch (TORCH=2.11.0 TORCHVISION=0.26.0 by default), which it keeps; a short job then runs from a
+## folder outside the clone (scripts/package/check_wheel.sh).
+.PHONY: check-wheel
+check-wheel:
+	scripts/package/check_wheel.sh
 
 lint: install
 	$(BIN)/ruff check src tests scripts

@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-# The Hydra config folder, conf/ at the root of the checkout the package is installed from (editable).
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
+# The Hydra config folder: conf/ inside an installed wheel, else conf/ at the top of the checkout an
+# editable install runs from.
+_PACKAGED = Path(__file__).resolve().parent / "conf"
+CONFIG_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "conf"

@@ -15,6 +15,7 @@ PACKAGES = (
     "torchvision",
     "pytorch-lightning",
     "pytorch-metric-learning",
+    "faiss-cpu",
     "faiss-gpu",
     "hydra-core",
     "optuna",

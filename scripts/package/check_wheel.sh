@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The package as a lab adopts it: the wheel built from this checkout goes into a fresh virtual environment
+# that already holds a torch of its own, keeps that torch, and runs a short job from a folder outside the
+# clone, with the configs the wheel carries. TORCH / TORCHVISION name the preinstalled pair (default: the
+# GPU machines', the lower end the suite runs on); PYTHON the interpreter.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+python="${PYTHON:-python3}"
+torch_version="${TORCH:-2.11.0}"
+torchvision_version="${TORCHVISION:-0.26.0}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+echo "check-wheel: a venv with torch $torch_version, torchvision $torchvision_version"
+"$python" -m venv "$work/venv"
+pip=("$work/venv/bin/python" -m pip)
+"${pip[@]}" install --quiet --upgrade pip
+"${pip[@]}" install --quiet "torch==$torch_version" "torchvision==$torchvision_version"
+
+echo "check-wheel: building the wheel"
+# From a copy of the files git tracks or would track: setuptools builds in the source folder, and a stale
+# build/ there would put modules deleted since into the wheel.
+mkdir "$work/source"
+git -C "$root" ls-files -z --cached --others --exclude-standard \
+    | (cd "$root" && xargs -0 tar -cf - --ignore-failed-read) | tar -xf - -C "$work/source"
+"${pip[@]}" wheel --quiet --no-deps --wheel-dir "$work/dist" "$work/source"
+wheel=("$work"/dist/noisydml-*.whl)
+unzip -l "${wheel[0]}" | grep -q "noisydml/conf/config.yaml" || { echo "the wheel lacks conf/"; exit 1; }
+
+echo "check-wheel: installing ${wheel[0]##*/}"
+"${pip[@]}" install --quiet "${wheel[0]}"
+kept="$("$work/venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+if [[ "$kept" != "$torch_version" ]]; then
+    echo "installing the wheel replaced torch $torch_version with $kept"
+    exit 1
+fi
+"${pip[@]}" check
+# What the ranges resolved to today: the upper ends the package is tested at, beside the torch it kept.
+"${pip[@]}" list --format=freeze 2>/dev/null \
+    | grep -iE '^(torch|torchvision|pytorch-lightning|hydra-core|pytorch-metric-learning|faiss-cpu|numpy|scikit-learn|scipy|wandb)=='
+
+echo "check-wheel: noisydml trainer.max_epochs=1, from $work/elsewhere"
+mkdir "$work/elsewhere"
+cd "$work/elsewhere"
+"$work/venv/bin/noisydml" trainer.max_epochs=1 hydra.run.dir=run
+"$work/venv/bin/python" - <<'PY'
+import json
+from pathlib import Path
+
+import noisydml
+
+results = json.loads(Path("run/results.json").read_text())
+assert results["status"] == "finished", results["status"]
+assert results["versions"]["noisydml"] == noisydml.__version__, results["versions"]
+assert "site-packages" in str(noisydml.CONFIG_DIR), noisydml.CONFIG_DIR
+print(f"check-wheel: finished, test/recall@1 {results['metrics']['test/recall@1']:.4f}, configs from "
+      f"{noisydml.CONFIG_DIR}")
+PY
