@@ -19,14 +19,30 @@ from __future__ import annotations
 
 import csv
 import math
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from noisydml.report.collect import FAILED, MISSING, canonical, lookup
+from noisydml.report.collect import canonical, lookup
+from noisydml.report.pairing import (
+    RATIO,
+    RECALL,
+    by_seed,
+    difference,
+    fmt,
+    gap,
+    interval_text,
+    is_number,
+    mean,
+    mean_at,
+    metric_for,
+    p_text,
+    pairs,
+    rows_where,
+    varies,
+)
 from noisydml.report.statistics import (
     CONTRADICTED,
     HELD,
@@ -40,24 +56,10 @@ from noisydml.report.statistics import (
     interval_kind,
     paired,
 )
-from noisydml.report.tables import (
-    Cell,
-    Group,
-    Row,
-    Table,
-    csv_number,
-    format_number,
-    md_cell,
-    pivot,
-    seed_means,
-    topline_ratios,
-)
+from noisydml.report.tables import Group, Row, Table, csv_number, md_cell, pivot, topline_ratios
 
 NOT_EVALUATED = "not evaluated"
 STATUSES = (HELD, CONTRADICTED, INCONCLUSIVE, NOT_EVALUATED)
-RECALL = "test/recall@1"
-# Overrides that make a row a different method; rows that agree on everything else are compared.
-METHOD_KEYS = ("method", "loss", "miner", "backbone")
 # Le & Odobez: "relatively as robust" read as noisy/topline Recall@1 ratios within this distance (our
 # threshold, not the paper's).
 SIMILAR_RATIO = 0.05
@@ -67,7 +69,6 @@ NO_GAIN = 0.01
 # Le & Odobez: random semi-hard "still retains good relative performance after 50%" read as a
 # noisy/topline Recall@1 ratio of at least this much (our threshold, not the paper's).
 GOOD_RATIO = 0.9
-RATIO = " noisy/topline"
 # Experiments (``report.figure = <key>/...``) that compare the papers' methods under protocols none of
 # the papers ran (PRISM's noise models and rates): no paper's claim is about them, so none is checked.
 UNCLAIMED = ("noisy_dml",)
@@ -158,19 +159,6 @@ def _evaluate(groups: list[Group], claims: Iterable[Claim]) -> list[Verdict]:
     return verdicts
 
 
-def _interval(comparison: Comparison) -> str:
-    r, metric = comparison.result, comparison.metric
-    if r.n_seeds == 0:
-        return "-"
-    low = "−∞" if math.isinf(r.ci_low) else fmt_signed(r.ci_low, metric)
-    high = "+∞" if math.isinf(r.ci_high) else fmt_signed(r.ci_high, metric)
-    return f"{fmt_signed(r.effect, metric)} [{low}, {high}]"
-
-
-def _p(result: Paired) -> str:
-    return "-" if math.isnan(result.p_value) else f"{result.p_value:.3g}"
-
-
 def _seeds(verdict: Verdict) -> str:
     deciding = verdict.deciding
     if deciding is None:
@@ -211,8 +199,8 @@ def markdown(verdicts: list[Verdict]) -> str:
     ]
     for v in verdicts:
         claim, deciding = v.claim, v.deciding
-        interval = _interval(deciding) if deciding else "-"
-        p = _p(deciding.result) if deciding else "-"
+        interval = interval_text(deciding.result, deciding.metric) if deciding else "-"
+        p = p_text(deciding.result) if deciding else "-"
         cells = (
             claim.id,
             claim.paper,
@@ -279,89 +267,6 @@ def write_claims_csv(verdicts: list[Verdict], path: Path) -> Path:
     return Path(path)
 
 
-# --- helpers over a table ---------------------------------------------------------------------------
-
-
-def rows_where(table: Table, topline: bool = False, **choices: Any) -> list[Row]:
-    """Rows whose Hydra choices match; a value may be a predicate on the choice."""
-
-    def match(row: Row) -> bool:
-        for group, wanted in choices.items():
-            got = row.choice(group)
-            if not (wanted(got) if callable(wanted) else got == wanted):
-                return False
-        return row.topline == topline
-
-    return [row for row in table.rows if match(row)]
-
-
-def peer_key(row: Row) -> frozenset:
-    """The row's overrides less those of its method: the groups and their keys (``miner.negatives``,
-    ``loss@loss.loss``)."""
-    return frozenset(item for item in row.signature if re.split(r"[.@]", item[0])[0] not in METHOD_KEYS)
-
-
-def pairs(
-    a_rows: list[Row], b_rows: list[Row], same: Callable[[Row, Row], bool] | None = None
-) -> list[tuple[Row, Row]]:
-    """Rows of method a beside rows of method b that agree on every other override (and ``same``).
-
-    A lone row of a is also set beside each row of b that agrees with none: methods tuned apart (Adam's
-    rate chosen per method) differ in an override that is not the method's, and each baseline must still
-    be compared. A lone pair of rows is compared whatever ``same`` says.
-    """
-    matched = [
-        (a, b) for a in a_rows for b in b_rows if peer_key(a) == peer_key(b) and (same is None or same(a, b))
-    ]
-    if len(a_rows) == 1:
-        (lone,) = a_rows
-        unmatched = [b for b in b_rows if all(b is not paired for _, paired in matched)]
-        matched += [(lone, b) for b in unmatched if same is None or same(lone, b) or len(b_rows) == 1]
-    return matched
-
-
-def by_seed(row: Row, column: Any, metric: str) -> dict[str, float]:
-    """The row's metric at one column value, by seed (empty when no run there logged it)."""
-    cell = row.cells.get(canonical(column))
-    return seed_means(cell, metric) if cell else {}
-
-
-def mean_at(row: Row, column: Any, metric: str) -> float:
-    cell = row.cells.get(canonical(column))
-    return cell.mean(metric) if cell else math.nan
-
-
-def gap(row: Row, column: Any, key: str) -> str:
-    """Why a cell has no value: which of its runs failed or are missing."""
-    cell: Cell | None = row.cells.get(canonical(column))
-    where = f"{row.label} at {key}={column}"
-    if cell is None:
-        return f"{where}: no run"
-    parts = [f"{s} {cell.count(s)}/{len(cell.runs)}" for s in (FAILED, MISSING) if cell.count(s)]
-    return f"{where}: {', '.join(parts) or 'metric not logged'}"
-
-
-def metric_for(table: Table, preferred: tuple[str, ...]) -> str:
-    present = set(table.metrics)
-    return next((m for m in preferred if m in present), preferred[-1])
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def fmt(value: float, metric: str) -> str:
-    return f"{value:.3f}" if metric.endswith(RATIO) else format_number(value, metric)
-
-
-def fmt_signed(value: float, metric: str) -> str:
-    return ("+" if value >= 0 else "−") + fmt(abs(value), metric)
-
-
-def _mean(values: dict[str, float]) -> float:
-    return sum(values.values()) / len(values) if values else math.nan
-
-
 def compare(
     what: str,
     metric: str,
@@ -375,11 +280,11 @@ def compare(
     result = paired(a, b)
     status = result.verdict if judge is None else judge(result)
     stats_text = (
-        f"Δ {_interval(Comparison(what, metric, result, status, ''))}, p={_p(result)}, "
+        f"Δ {interval_text(result, metric)}, p={p_text(result)}, "
         f"{result.n_seeds} paired seed{'s' if result.n_seeds != 1 else ''}"
     )
     text = (
-        f"{what}: {labels[0]} {fmt(_mean(a), metric)} vs {labels[1]} {fmt(_mean(b), metric)} "
+        f"{what}: {labels[0]} {fmt(mean(a), metric)} vs {labels[1]} {fmt(mean(b), metric)} "
         f"({stats_text}: {status})"
     )
     return Comparison(what, metric, result, status, text)
@@ -423,10 +328,6 @@ def summarize(gaps: list[str], shown: int = 3) -> str:
     if len(unique) > shown:
         text += f"; and {len(unique) - shown} more cells (see runs.csv)"
     return text
-
-
-def _varies(group: Group, key: str) -> bool:
-    return len({canonical(r.value(key)) for r in group.runs}) > 1
 
 
 # --- Le & Odobez 2019 --------------------------------------------------------------------------------
@@ -659,7 +560,7 @@ def _yu_overfit(group: Group) -> Outcome | None:
         drops = {}
         for weight in (0, at):
             top, end = by_seed(row, weight, best), by_seed(row, weight, last)
-            drops[weight] = _difference(top, end)
+            drops[weight] = difference(top, end)
             if not drops[weight]:
                 gaps.append(gap(row, weight, table.column_key))
         if not drops[0] or not drops[at]:
@@ -735,10 +636,6 @@ def _bdml_at_50(table: Table, bdml: list[Row], dml: list[Row], metric: str) -> O
     return outcome(*compare_columns(table, pairs(bdml, dml), metric, [0.5]))
 
 
-def _difference(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    return {seed: a[seed] - b[seed] for seed in a if seed in b}
-
-
 def _gap_grows(
     table: Table, a_rows: list[Row], b_rows: list[Row], metric: str, low: float, high: float
 ) -> Outcome:
@@ -751,8 +648,8 @@ def _gap_grows(
                 gap(r, p, "noise.rate") for p in (low, high) for r in (a, b) if not by_seed(r, p, metric)
             ]
             continue
-        clean = _difference(by_seed(a, low, metric), by_seed(b, low, metric))
-        noisy = _difference(by_seed(a, high, metric), by_seed(b, high, metric))
+        clean = difference(by_seed(a, low, metric), by_seed(b, low, metric))
+        noisy = difference(by_seed(a, high, metric), by_seed(b, high, metric))
         if not set(clean) & set(noisy):
             gaps.append(f"{a.label} - {b.label} at p={low} and p={high}: no seed in common")
             continue
@@ -842,7 +739,7 @@ def _levi_eps(group: Group) -> Outcome | None:
 
 def _levi_trimmed(group: Group) -> Outcome | None:
     key = "loss.keep_fraction"
-    if not any(key in r.overrides for r in group.runs) or not _varies(group, key):
+    if not any(key in r.overrides for r in group.runs) or not varies(group, key):
         return None
     table = pivot(group, key)
     # Trimming random triplets; the distance-margin case is the paper's exception ("small improvement").
@@ -894,7 +791,7 @@ def _bspml_vs(
     """BSPML against every row ``baselines`` finds, at every value of ``key``."""
 
     def check(group: Group) -> Outcome | None:
-        if require_varied and not _varies(group, key):
+        if require_varied and not varies(group, key):
             return None
         table = pivot(group, key)
         bspml = [row for row in rows_where(table, loss="bspml") if row.method != SPMS]
@@ -934,7 +831,7 @@ def _ms_and_spms(table: Table) -> list[Row]:
 
 def _bspml_trend(key: str, metric: str, increasing: bool) -> Callable[[Group], Outcome | None]:
     def check(group: Group) -> Outcome | None:
-        if not any(key in r.overrides for r in group.runs) or not _varies(group, key):
+        if not any(key in r.overrides for r in group.runs) or not varies(group, key):
             return None
         table = pivot(group, key)
         rows = rows_where(table, loss="bspml")
@@ -953,7 +850,7 @@ def _bspml_trend(key: str, metric: str, increasing: bool) -> Callable[[Group], O
                 continue
             ends = ((last, at_last), (first, at_first))
             larger, smaller = ends if increasing else ends[::-1]
-            trail = ", ".join(f"{c}: {_mean(v):.3f}" for c, v in known)
+            trail = ", ".join(f"{c}: {mean(v):.3f}" for c, v in known)
             done.append(
                 compare(
                     f"{row.label} ({trail})",

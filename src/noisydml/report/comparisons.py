@@ -24,8 +24,9 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from noisydml.report.claims import RECALL, UNCLAIMED, by_seed, fmt_signed, gap, peer_key
+from noisydml.report.claims import UNCLAIMED
 from noisydml.report.collect import declared_baselines, method_config
+from noisydml.report.pairing import RECALL, by_seed, gap, interval_text, peer_key
 from noisydml.report.statistics import CONTRADICTED, HELD, Paired, T, paired
 from noisydml.report.tables import Group, Row, csv_number, format_number, md_cell, pivot, slug
 
@@ -109,14 +110,6 @@ def _compare(group: Group, row: Row, twins: list[Row], option: str, rate: Any, m
 
 def _mean(values: dict[str, float]) -> float:
     return float(np.mean(list(values.values()))) if values else math.nan
-
-
-def interval_text(result: Paired | None, metric: str = RECALL) -> str:
-    if result is None or result.n_seeds == 0:
-        return "-"
-    low = "−∞" if math.isinf(result.ci_low) else fmt_signed(result.ci_low, metric)
-    high = "+∞" if math.isinf(result.ci_high) else fmt_signed(result.ci_high, metric)
-    return f"{fmt_signed(result.effect, metric)} [{low}, {high}]"
 
 
 def summary_lines(comparisons: list[Comparison]) -> list[str]:
