@@ -41,8 +41,8 @@ from noisydml.report.tables import (
 LEGEND = (
     "Cells: mean ± half the 95% confidence interval over seeds (Student's t; n = complete runs with the "
     "metric; cells.csv has the std too); recall, NMI, mAP and "
-    "accuracies in %. `paper X, Δ ±Y`: the published number (src/noisydml/report/published.csv) and our "
-    "mean minus it. `failed k/n`: run directories without a complete results.json (a crash, or a job "
+    "accuracies in %. `paper X, Δ ±Y`: the published number (src/noisydml/report/papers/<paper>.csv) and "
+    "our mean minus it. `failed k/n`: run directories without a complete results.json (a crash, or a job "
     "still running); `missing k/n`: jobs of the sweep's multirun.yaml that have no directory yet."
 )
 
