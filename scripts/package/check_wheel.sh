@@ -22,10 +22,11 @@ echo "check-wheel: building the wheel"
 # build/ there would put modules deleted since into the wheel.
 mkdir "$work/source"
 git -C "$root" ls-files -z --cached --others --exclude-standard \
-    | (cd "$root" && xargs -0 tar -cf - --ignore-failed-read) | tar -xf - -C "$work/source"
+    | tar -C "$root" --null --files-from=- --ignore-failed-read -cf - | tar -xf - -C "$work/source"
 "${pip[@]}" wheel --quiet --no-deps --wheel-dir "$work/dist" "$work/source"
 wheel=("$work"/dist/noisydml-*.whl)
-unzip -l "${wheel[0]}" | grep -q "noisydml/conf/config.yaml" || { echo "the wheel lacks conf/"; exit 1; }
+unzip -l "${wheel[0]}" > "$work/contents"
+grep -q "noisydml/conf/config.yaml" "$work/contents" || { echo "the wheel lacks conf/"; exit 1; }
 
 echo "check-wheel: installing ${wheel[0]##*/}"
 "${pip[@]}" install --quiet "${wheel[0]}"

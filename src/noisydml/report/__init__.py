@@ -4,11 +4,11 @@ Experiment configs tell the report how to label their runs with the ``report:`` 
 ``conf/config.yaml``:
 
 - ``report.method``: the row label of the run's method (set in ``conf/method/<paper>/<x>.yaml``). To
-  get the published number beside a cell it must equal the ``method`` column of ``published.csv``
+  get the published number beside a cell it must equal the ``method`` column of its paper's CSV
   (case and spacing aside), e.g. ``BDML``, ``MS``, ``EPS + Triplet + semi-hard``. Unset: the row is
   ``<loss> + <miner>`` from Hydra's choices.
 - ``report.figure``: ``<paper>/<what>``, e.g. ``le2019/fig1_sop``; groups runs into one table and its
-  figures, and its first part picks the paper in ``published.csv``. Unset: the run's ``name``.
+  figures, and its first part picks the paper (:mod:`noisydml.report.papers`). Unset: the run's ``name``.
 - ``report.dataset`` (optional): the ``dataset`` label of the published table when it is not the
   config's ``dataset.name``, e.g. ``mnist_even_odd``, ``omniglot_letters``, ``ms_celeb``.
 

@@ -7,7 +7,7 @@ table cell, numbers as fractions), ``runs.csv`` (every run with its status) and
 ``figures/*.png``. A comparison across papers (conf/experiment/noisy_dml/), which no paper's claim is
 about, gets instead of the claims each method against its own paper's baseline (``comparisons.csv``,
 :mod:`noisydml.report.comparisons`) and, where its runs scored the test split every epoch, what
-selecting on the test split inflates (``test_selection.csv``, :mod:`noisydml.report.test_selection`).
+selecting on the test split inflates (``test_selection.csv``, :mod:`noisydml.report.selection_bias`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from noisydml.report import claims as claims_module
-from noisydml.report import comparisons, test_selection
+from noisydml.report import comparisons, selection_bias
 from noisydml.report.calculator import DEFAULT_ETAS, theory_text
 from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect
 from noisydml.report.detection import draw_detection
@@ -41,8 +41,8 @@ from noisydml.report.tables import (
 LEGEND = (
     "Cells: mean ± half the 95% confidence interval over seeds (Student's t; n = complete runs with the "
     "metric; cells.csv has the std too); recall, NMI, mAP and "
-    "accuracies in %. `paper X, Δ ±Y`: the published number (src/noisydml/report/published.csv) and our "
-    "mean minus it. `failed k/n`: run directories without a complete results.json (a crash, or a job "
+    "accuracies in %. `paper X, Δ ±Y`: the published number (src/noisydml/report/papers/<paper>.csv) and "
+    "our mean minus it. `failed k/n`: run directories without a complete results.json (a crash, or a job "
     "still running); `missing k/n`: jobs of the sweep's multirun.yaml that have no directory yet."
 )
 
@@ -81,7 +81,7 @@ def write_report(
     verdicts = claims_module.evaluate(groups, interval=interval)
     with interval_kind(interval):
         against_baselines = comparisons.compare_baselines(groups)
-        inflations = test_selection.inflations(groups)
+        inflations = selection_bias.inflations(groups)
     # A comparison across papers gets its forest plot instead of the noise-rate line plots: some 30
     # methods on one axis cannot be read, and the papers' figures and noise bounds are not about it.
     figures = [
@@ -102,7 +102,7 @@ def write_report(
     if against_baselines:
         comparisons.write_csv(against_baselines, directory / "comparisons.csv")
     if inflations:
-        test_selection.write_csv(inflations, directory / "test_selection.csv")
+        selection_bias.write_csv(inflations, directory / "test_selection.csv")
     # Where no paper's claim applies, the comparison with each method's own baseline takes its place.
     claims_section = (
         claims_md.replace("# Claims", "## Claims", 1) + "\n" if verdicts or not against_baselines else ""
@@ -117,7 +117,7 @@ def write_report(
     text = (
         f"# Report: {directory.name}\n\n{len(runs)} runs ({counts}) from:\n\n{sources}\n\n{failed_md}"
         f"{_tuning_markdown(paths)}{claims_section}"
-        f"{comparisons.markdown(against_baselines, interval)}{test_selection.markdown(inflations)}"
+        f"{comparisons.markdown(against_baselines, interval)}{selection_bias.markdown(inflations)}"
         f"## Figures\n\n{figure_md or 'none'}\n\n"
         f"# Tables\n\n{LEGEND}\n\n{markdown(tables, published, list(metrics) if metrics else None)}"
     )

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from noisydml import CONFIG_DIR
+from noisydml.report import papers
+from noisydml.report.papers import Diagnostic
 from noisydml.utils.resolvers import run_name
 from noisydml.utils.run_directory import FINISHED, LEGACY_FINISHED, RunDir
 
@@ -43,19 +45,13 @@ if TYPE_CHECKING:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
 MULTIRUN_FILE = "multirun.yaml"
-# Logged once per epoch during training; the report reads the last value (BSPML's Eq. 14 and its
-# noise diagnostic, PRISM's selection and how well it and the per-sample loss find the flipped labels).
-EPOCH_METRICS = (
-    "train/maw",
-    "train/sdaw",
-    "train/flipped_auc",
-    "train/prism_kept",
-    "train/prism_auc",
-    "train/prism_precision",
-    "train/prism_recall",
-    "train/loss_auc",
-    "train/loss_precision",
-    "train/loss_recall",
+# Logged once per epoch during training by every run that scores its per-sample loss
+# (noisydml.callbacks.loss_detection): how well the highest losses find the flipped labels. The papers'
+# methods log their own (Paper.diagnostics); the report reads the last value of each.
+LOSS_DIAGNOSTICS = (
+    Diagnostic("train/loss_auc", detection=("auc", "per-sample loss")),
+    Diagnostic("train/loss_precision", detection=("precision", "highest losses, as many as flipped")),
+    Diagnostic("train/loss_recall", detection=("recall", "highest losses, as many as flipped")),
 )
 COMPLETE, FAILED, MISSING = "complete", "failed", "missing"
 
@@ -396,12 +392,18 @@ def failure(results: dict) -> str:
     return f"{text} (resume: {results['resume']})" if results.get("resume") else text
 
 
-def last_logged(run_dir: Path, names: tuple[str, ...] = EPOCH_METRICS) -> dict[str, float]:
-    """The last value of each of ``names`` logged in ``csv/metrics.csv`` (rows hold blanks where a
-    step logged other metrics)."""
+def epoch_metrics() -> tuple[str, ...]:
+    """The per-epoch diagnostics the report reads: the papers' methods', then the per-sample loss's."""
+    return tuple(d.metric for d in (*papers.diagnostics(), *LOSS_DIAGNOSTICS))
+
+
+def last_logged(run_dir: Path, names: tuple[str, ...] | None = None) -> dict[str, float]:
+    """The last value of each of ``names`` (unset: ``epoch_metrics()``) logged in ``csv/metrics.csv``
+    (rows hold blanks where a step logged other metrics)."""
     path = RunDir(run_dir).metrics_csv
     if not path.is_file():
         return {}
+    names = epoch_metrics() if names is None else names
     found: dict[str, float] = {}
     with path.open(newline="") as f:
         for row in csv.DictReader(f):

@@ -1,5 +1,5 @@
 """Each method against its own paper's baseline, in experiments that run the papers' methods under protocols
-no paper ran (``claims.UNCLAIMED``: conf/experiment/noisy_dml/, PRISM's noise models and rates), where no
+no paper ran (``papers.unclaimed``: conf/experiment/noisy_dml/, PRISM's noise models and rates), where no
 published claim applies and the question is whether a method still beats what its paper beat.
 
 A method's baselines are the ``method=`` options its config declares in ``report.baselines``
@@ -24,8 +24,9 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from noisydml.report.claims import RECALL, UNCLAIMED, by_seed, fmt_signed, gap, peer_key
+from noisydml.report import papers
 from noisydml.report.collect import declared_baselines, method_config
+from noisydml.report.pairing import RECALL, by_seed, gap, interval_text, peer_key
 from noisydml.report.statistics import CONTRADICTED, HELD, Paired, T, paired
 from noisydml.report.tables import Group, Row, csv_number, format_number, md_cell, pivot, slug
 
@@ -61,7 +62,7 @@ class Comparison:
 
 def is_comparison(group: Group) -> bool:
     """Whether a group belongs to an experiment that compares methods rather than reproduces a paper."""
-    return group.paper in UNCLAIMED
+    return group.paper in papers.unclaimed()
 
 
 def compare_baselines(groups: list[Group], metric: str = RECALL) -> list[Comparison]:
@@ -109,14 +110,6 @@ def _compare(group: Group, row: Row, twins: list[Row], option: str, rate: Any, m
 
 def _mean(values: dict[str, float]) -> float:
     return float(np.mean(list(values.values()))) if values else math.nan
-
-
-def interval_text(result: Paired | None, metric: str = RECALL) -> str:
-    if result is None or result.n_seeds == 0:
-        return "-"
-    low = "−∞" if math.isinf(result.ci_low) else fmt_signed(result.ci_low, metric)
-    high = "+∞" if math.isinf(result.ci_high) else fmt_signed(result.ci_high, metric)
-    return f"{fmt_signed(result.effect, metric)} [{low}, {high}]"
 
 
 def summary_lines(comparisons: list[Comparison]) -> list[str]:

@@ -1,8 +1,9 @@
 """Noise-detection curves: per epoch, how well a method that scores or selects samples finds the labels
-the project flipped (which the papers could only guess). PRISM logs the ROC AUC of its class-centre
-score and the precision and recall of the samples it drops; BSPML the ROC AUC of its sample weights; the
-reference for both, a run's per-sample training loss (``noisydml.callbacks.loss_detection``), its ROC AUC
-and the precision and recall of its highest losses at the true flip rate.
+the project flipped (which the papers could only guess). Each paper names what its method logs
+(``Paper.diagnostics`` with a ``detection`` panel: PRISM the ROC AUC of its class-centre score and the
+precision and recall of the samples it drops, BSPML the ROC AUC of its sample weights); the reference for
+all, a run's per-sample training loss (``noisydml.callbacks.loss_detection``), its ROC AUC and the
+precision and recall of its highest losses at the true flip rate.
 
 One figure per group of runs (a comparison across papers: per data set) and measure (ROC AUC, precision,
 recall): a line per method, noise setting and score, the mean over seeds, so each method's detection is
@@ -19,21 +20,12 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from noisydml.report.collect import COMPLETE, Run
+from noisydml.report import papers
+from noisydml.report.collect import COMPLETE, LOSS_DIAGNOSTICS, Run
 from noisydml.report.comparisons import is_comparison
 from noisydml.report.tables import Group
 from noisydml.utils.run_directory import RunDir
 
-# Each detection metric: the panel it is drawn in and the score it measures.
-DETECTION_METRICS = {
-    "train/prism_auc": ("auc", "PRISM's score"),
-    "train/flipped_auc": ("auc", "BSPML's weights"),
-    "train/loss_auc": ("auc", "per-sample loss"),
-    "train/prism_precision": ("precision", "PRISM's dropped samples"),
-    "train/loss_precision": ("precision", "highest losses, as many as flipped"),
-    "train/prism_recall": ("recall", "PRISM's dropped samples"),
-    "train/loss_recall": ("recall", "highest losses, as many as flipped"),
-}
 # A panel per measure, every method's curve and the per-sample loss's (the reference) side by side.
 PANELS = {
     "auc": "ROC AUC at finding flipped labels",
@@ -42,15 +34,24 @@ PANELS = {
 }
 
 
-def epoch_series(run: Run) -> dict[str, dict[int, float]]:
-    """``metric -> {epoch: value}`` of the detection metrics in a run's ``csv/metrics.csv``."""
+def detection_metrics() -> dict[str, tuple[str, str]]:
+    """Each detection metric (the papers' methods', then the per-sample loss's): the panel it is drawn in
+    and the score it measures."""
+    found = [*papers.diagnostics(lambda d: d.detection is not None), *LOSS_DIAGNOSTICS]
+    return {d.metric: d.detection for d in found if d.detection is not None}
+
+
+def epoch_series(run: Run, metrics: dict[str, tuple[str, str]] | None = None) -> dict[str, dict[int, float]]:
+    """``metric -> {epoch: value}`` of the detection metrics (unset: ``detection_metrics()``) in a run's
+    ``csv/metrics.csv``."""
+    metrics = detection_metrics() if metrics is None else metrics
     path = RunDir(run.path).metrics_csv
     series: dict[str, dict[int, float]] = defaultdict(dict)
     if not path.is_file():
         return series
     with path.open(newline="") as f:
         for row in csv.DictReader(f):
-            for metric in DETECTION_METRICS:
+            for metric in metrics:
                 if row.get(metric) and row.get("epoch"):
                     series[metric][int(float(row["epoch"]))] = float(row[metric])
     return series
@@ -70,6 +71,7 @@ def draw_detection(groups: list[Group], out: Path) -> list[tuple[Path, str]]:
     (one per noise model, conf/experiment/noisy_dml/) are drawn together per data set, every noise setting
     of the data set side by side."""
     figures = []
+    metrics = detection_metrics()
     for group in _per_dataset(groups):
         # measure -> noise setting -> "method: score" -> epoch -> values over seeds
         curves: dict[str, dict[str, dict[str, dict[int, list[float]]]]] = defaultdict(
@@ -80,8 +82,8 @@ def draw_detection(groups: list[Group], out: Path) -> list[tuple[Path, str]]:
             if run.status != COMPLETE or run.path is None:
                 continue
             setting, method = label(run)
-            for metric, values in epoch_series(run).items():
-                panel, score = DETECTION_METRICS[metric]
+            for metric, values in epoch_series(run, metrics).items():
+                panel, score = metrics[metric]
                 scores[panel].add(score)
                 for epoch, value in values.items():
                     curves[panel][setting][f"{method}: {score}"][epoch].append(value)

@@ -1,6 +1,7 @@
 """The papers' curves from our tables: one generic line plot (a metric against the column key, one line
 per method, error bars the 95% t-interval of the mean over seeds) and, per column key, which metrics to
-draw and which published figure each reproduces (``FIGURES``). Noise-rate plots also get the noisy /
+draw and which published figure each reproduces (``figure_spec``: the axes any sweep may vary, and each
+paper's own axes and citations, :mod:`noisydml.report.papers`). Noise-rate plots also get the noisy /
 topline ratio (Le & Odobez Figs. 1d-3d, 4) and vertical lines at the triplet-loss noise bound for each eta
 asked for: Eq. 24's finite-K bound at the number of classes the runs trained on, Eq. 27's large-K one
 when the runs do not say.
@@ -27,7 +28,9 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from noisydml.noise.theory import finite_k_triplet_bound, triplet_noise_bound
+from noisydml.report import papers
 from noisydml.report.collect import COMPLETE, canonical
+from noisydml.report.papers import Axis
 from noisydml.report.tables import Table, is_percent, slug, topline_ratio
 from noisydml.utils.run_directory import RunDir
 
@@ -35,64 +38,49 @@ from noisydml.utils.run_directory import RunDir
 @dataclass(frozen=True)
 class FigureSpec:
     """What to draw when a table's columns are ``key``: the metrics, the x label, which published figure
-    each metric's plot reproduces, and the extras of noise-rate plots."""
+    each metric's plot (and its noisy/topline ratio's) reproduces, and the extras of noise-rate plots."""
 
     metrics: tuple[str, ...]
     xlabel: str
     cites: dict[str, dict[str, str]] = field(default_factory=dict)
+    ratio_cites: dict[str, dict[str, str]] = field(default_factory=dict)
     log2x: bool = False
     noise_axis: bool = False
 
 
-FIGURES = {
-    "noise.rate": FigureSpec(
-        metrics=("test/recall@1", "test/nmi", "test/knn_accuracy@3", "test/ncm_accuracy", "test/map"),
-        xlabel="label noise rate p",
-        cites={
-            "test/recall@1": {"le2019": "Le & Odobez Figs. 1-3 (a-c)", "zhang2023": "BSPML Table 2"},
-            "test/nmi": {"le2019": "Le & Odobez Figs. 5-7 (a-c)"},
-            "test/knn_accuracy@3": {"bdml": "BDML Tables 1-2"},
-            "test/map": {"bdml": "BDML Table 4"},
-        },
-        noise_axis=True,
+NOISE_AXIS = "noise.rate"
+# Keys any sweep may vary, whatever its paper: the metrics the evaluator logs; a paper plots the keys of
+# its own method (Paper.axes).
+AXES = {
+    NOISE_AXIS: Axis(
+        "label noise rate p",
+        ("test/recall@1", "test/nmi", "test/knn_accuracy@3", "test/ncm_accuracy", "test/map"),
     ),
-    "loss.match_weight": FigureSpec(
-        metrics=("test/ncm_accuracy", "test/recall@1"),
-        xlabel="λ (loss.match_weight)",
-        cites={
-            "test/ncm_accuracy": {"yu2018": "Yu et al. Fig. 4b"},
-            "test/recall@1": {"yu2018": "Yu et al. Table 1"},
-        },
-    ),
-    "loss.age_max": FigureSpec(
-        metrics=("train/maw", "train/sdaw", "test/recall@1"),
-        xlabel="λ∞ (loss.age_max)",
-        cites={"train/maw": {"zhang2023": "BSPML Fig. 3"}, "train/sdaw": {"zhang2023": "BSPML Fig. 4"}},
-    ),
-    "loss.mu": FigureSpec(
-        metrics=("train/maw", "train/sdaw", "test/recall@1"),
-        xlabel="μ (loss.mu)",
-        cites={"train/maw": {"zhang2023": "BSPML Fig. 3"}, "train/sdaw": {"zhang2023": "BSPML Fig. 4"}},
-    ),
-    "backbone.embedding_size": FigureSpec(
-        metrics=("test/recall@1",),
-        xlabel="embedding size",
-        cites={"test/recall@1": {"zhang2023": "BSPML Fig. 5"}},
-        log2x=True,
-    ),
+    "backbone.embedding_size": Axis("embedding size", ("test/recall@1",), log2x=True),
 }
-RATIO_CITES = {
-    "test/recall@1": {"le2019": "Le & Odobez Figs. 1d-3d"},
-    "test/nmi": {"le2019": "Le & Odobez Fig. 4"},
-}
+DEFAULT_METRICS = ("test/recall@1", "test/nmi")
+
+
+def figure_spec(key: str) -> FigureSpec:
+    """The plots of a table whose columns are ``key``; a metric a paper cites is drawn too."""
+    axis = AXES.get(key) or papers.axis(key) or Axis(key, DEFAULT_METRICS)
+    cites = papers.cites(key)
+    return FigureSpec(
+        metrics=(*axis.metrics, *(m for m in cites if m not in axis.metrics)),
+        xlabel=axis.xlabel,
+        cites=cites,
+        ratio_cites=papers.cites(key, ratio=True),
+        log2x=axis.log2x,
+        noise_axis=key == NOISE_AXIS,
+    )
+
+
 METRIC_NAMES = {
     "test/recall@1": "Recall@1",
     "test/nmi": "NMI",
     "test/knn_accuracy@3": "3-NN accuracy",
     "test/ncm_accuracy": "nearest-class-mean accuracy",
     "test/map": "mAP",
-    "train/maw": "MAW (mean of class-average weights)",
-    "train/sdaw": "SDAW (std of class-average weights)",
 }
 
 
@@ -117,8 +105,15 @@ def cite(cites: dict[str, dict[str, str]], metric: str, paper: str) -> str | Non
     return "; ".join(by_paper.values()) or None
 
 
+def short_name(metric: str) -> str:
+    """The evaluator's name of a metric, or the paper's of its diagnostic, else the metric itself."""
+    if metric in METRIC_NAMES:
+        return METRIC_NAMES[metric]
+    return next((d.name for d in papers.diagnostics(lambda d: d.metric == metric and d.name)), metric)
+
+
 def metric_name(metric: str) -> str:
-    name = METRIC_NAMES.get(metric, metric)
+    name = short_name(metric)
     return f"{name} (%)" if is_percent(metric) else name
 
 
@@ -274,7 +269,7 @@ def theory_lines(etas: Sequence[float], classes: int | None = None) -> list[tupl
 
 def draw_table(table: Table, out: Path, etas: Sequence[float] = ()) -> list[tuple[Path, str]]:
     """Every figure the table supports, as ``(png, caption)``."""
-    spec = FIGURES.get(table.column_key, FigureSpec(("test/recall@1", "test/nmi"), table.column_key))
+    spec = figure_spec(table.column_key)
     present = set(table.metrics)
     xs, ticks = _axis(table)
     vlines = theory_lines(etas, num_classes(table)) if spec.noise_axis and ticks is None else []
@@ -302,11 +297,11 @@ def draw_table(table: Table, out: Path, etas: Sequence[float] = ()) -> list[tupl
             vlines=vlines,
         )
         drawn.append((path, title.replace("\n", " ") + meaning))
-        if spec.noise_axis and metric in RATIO_CITES:
+        if spec.noise_axis and metric in spec.ratio_cites:
             ratios = ratio_series(table, metric)
             if ratios:
-                name = METRIC_NAMES.get(metric, metric)
-                source = cite(RATIO_CITES, metric, table.group.paper)
+                name = short_name(metric)
+                source = cite(spec.ratio_cites, metric, table.group.paper)
                 title = f"noisy / topline {name}: {table.group.title}\nreproduces {source}"
                 path = out / f"{base}ratio_{slug(metric)}_vs_{slug(table.column_key)}.png"
                 line_plot(

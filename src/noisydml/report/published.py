@@ -1,13 +1,13 @@
-"""The papers' published numbers (``published.csv``) and the rule that puts one beside our cell.
+"""The papers' published numbers and the rule that puts one beside our cell.
 
-``published.csv`` has one row per printed number: ``paper`` (the key used in ``report.figure``,
-``<paper>/<what>``: yu2018, bdml, levi2021, zhang2023; Le & Odobez (le2019) print no numbers, only
-figures), ``table``, ``dataset`` (a conf/dataset option, or a ``report.dataset`` label such as
-``mnist_even_odd``), ``method`` (what ``report.method`` says for that method's runs), ``metric`` (our
-name: ``test/recall@1``, ``test/knn_accuracy@3``), ``noise`` (the sample noise rate as a fraction, or
-a bracketed per-class vector), ``param`` (``;``-separated ``dotted.key=value`` conditions the run's
-config must meet, e.g. ``loss.match_weight=0.01``), ``value`` and ``std`` as printed, ``unit`` (``%``
-or ``fraction``) and ``source`` (table, row, and any misprint noted).
+Each paper that prints numbers has a CSV of them beside its module (``Paper.published``, e.g.
+``report/papers/yu2018.csv``), one row per printed number: ``table``, ``dataset`` (a conf/dataset option,
+or a ``report.dataset`` label such as ``mnist_even_odd``), ``method`` (what ``report.method`` says for
+that method's runs), ``metric`` (our name: ``test/recall@1``, ``test/knn_accuracy@3``), ``noise`` (the
+sample noise rate as a fraction, or a bracketed per-class vector), ``param`` (``;``-separated
+``dotted.key=value`` conditions the run's config must meet, e.g. ``loss.match_weight=0.01``), ``value``
+and ``std`` as printed, ``unit`` (``%`` or ``fraction``) and ``source`` (table, row, and any misprint
+noted). The paper is the file's: the key used in ``report.figure``, ``<paper>/<what>``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from noisydml.report import papers
 from noisydml.report.collect import canonical
 
-PUBLISHED_CSV = Path(__file__).with_name("published.csv")
 UNITS = {"%": 0.01, "fraction": 1.0}
 
 
@@ -45,8 +45,17 @@ class Published:
         return f"{self.paper} {self.source}"
 
 
-def load_published(path: Path = PUBLISHED_CSV) -> list[Published]:
-    """Every row of ``published.csv``, scaled to fractions."""
+def load_published(files: list[tuple[str, Path]] | None = None) -> list[Published]:
+    """Every row of every paper's CSV (``files``: ``(paper, path)`` pairs; unset, the papers'), scaled to
+    fractions, paper by paper."""
+    return [
+        row
+        for paper, path in (papers.published_files() if files is None else files)
+        for row in _read(paper, path)
+    ]
+
+
+def _read(paper: str, path: Path) -> list[Published]:
     rows = []
     with Path(path).open(newline="") as f:
         for line, row in enumerate(csv.DictReader(f), start=2):
@@ -55,7 +64,7 @@ def load_published(path: Path = PUBLISHED_CSV) -> list[Published]:
             scale = UNITS[row["unit"]]
             rows.append(
                 Published(
-                    paper=row["paper"],
+                    paper=paper,
                     table=row["table"],
                     dataset=row["dataset"],
                     method=row["method"],
@@ -96,7 +105,7 @@ def find_published(
     value_of: Callable[[str], Any],
 ) -> Published | None:
     """The published number for one cell of our table: same paper (when the runs name one that
-    ``published.csv`` knows), data set, method, metric and noise rate, and every ``param`` condition met
+    a paper's CSV knows), data set, method, metric and noise rate, and every ``param`` condition met
     by the cell's config (``value_of`` looks a dotted key up). The first such row, or None."""
     papers = {p.paper for p in published}
     noise = value_of("noise.rate")

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from noisydml.report.claims import by_seed
-from noisydml.report.comparisons import interval_text, is_comparison
+from noisydml.report.comparisons import is_comparison
+from noisydml.report.pairing import by_seed, interval_text
 from noisydml.report.statistics import Paired, paired
 from noisydml.report.tables import Group, csv_number, format_number, md_cell, pivot
 

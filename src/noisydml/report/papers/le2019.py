@@ -1,0 +1,246 @@
+"""Le & Odobez 2019, noise-tolerant triplet mining: random against fixed semi-hard mining, and the
+marginal loss, as label noise grows, each against its topline (no flipped labels, as many clean ones);
+the noisy/topline ratios of Figs. 1d-3d and 4. The paper prints no numbers, only figures."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from noisydml.report.claims.verdicts import (
+    CONTRADICTED,
+    NOT_EVALUATED,
+    Claim,
+    Outcome,
+    combine,
+    compare,
+    compare_columns,
+    outcome,
+)
+from noisydml.report.collect import lookup
+from noisydml.report.pairing import RATIO, RECALL, gap, is_number, mean_at, pairs, rows_where
+from noisydml.report.papers import Cite, Paper
+from noisydml.report.statistics import equivalence
+from noisydml.report.tables import Group, Row, Table, pivot, topline_ratios
+
+TITLE = "Le & Odobez 2019"
+# "Relatively as robust" read as noisy/topline Recall@1 ratios within this distance (our
+# threshold, not the paper's).
+SIMILAR_RATIO = 0.05
+# Random semi-hard "still retains good relative performance after 50%" read as a
+# noisy/topline Recall@1 ratio of at least this much (our threshold, not the paper's).
+GOOD_RATIO = 0.9
+
+
+def _le_rows(table: Table) -> dict[str, list[Row]]:
+    return {
+        "random": rows_where(table, loss="triplet", miner="random_semihard"),
+        "fixed": rows_where(table, loss="triplet", miner="fixed_semihard"),
+        "marginal": rows_where(table, loss="marginal"),
+    }
+
+
+def _ratio_check(
+    group: Group,
+    a_name: str,
+    b_name: str,
+    columns: Callable[[float], bool],
+    relation: str,
+    metric: str = RECALL,
+) -> Outcome | None:
+    """Noisy/topline ``metric`` of method a against method b, per seed, at the noise rates ``columns``
+    keeps: ``relation`` is ``greater`` (a's ratio is higher), ``less`` or ``similar`` (within
+    ``SIMILAR_RATIO``)."""
+    label = metric.partition("/")[2] + RATIO
+    table = pivot(group, "noise.rate")
+    rows = _le_rows(table)
+    if not rows[a_name] and not rows[b_name]:
+        return None
+    if not rows[a_name] or not rows[b_name]:
+        absent = a_name if not rows[a_name] else b_name
+        return Outcome(NOT_EVALUATED, f"no noisy runs of the {absent} method")
+    done, gaps = [], []
+    wanted = [c for c in table.columns if is_number(c) and columns(float(c))]
+    if not wanted:
+        return Outcome(NOT_EVALUATED, "the sweep has no noise rate in the range the claim is about")
+    for a, b in pairs(rows[a_name], rows[b_name]):
+        ta, tb = table.partner(a), table.partner(b)
+        if ta is None or tb is None:
+            gaps.append(f"no topline runs (noise=topline) for {a.label if ta is None else b.label}")
+            continue
+        for p in wanted:
+            ra, rb = topline_ratios(a, ta, p, metric), topline_ratios(b, tb, p, metric)
+            if not ra or not rb:
+                for row, top, r in ((a, ta, ra), (b, tb, rb)):
+                    if not r:
+                        gaps += [
+                            gap(x, p, "noise.rate") for x in (row, top) if math.isnan(mean_at(x, p, metric))
+                        ] or [f"{row.label} and its topline at noise.rate={p}: no seed in common"]
+                continue
+            if not set(ra) & set(rb):
+                gaps.append(f"{a.label} and {b.label} at noise.rate={p}: no seed in common")
+                continue
+            if relation == "less":
+                done.append(compare(f"p={p}", label, rb, ra, (b.label, a.label)))
+            else:
+                judge = (lambda r: equivalence(r, SIMILAR_RATIO)) if relation == "similar" else None
+                done.append(compare(f"p={p}", label, ra, rb, (a.label, b.label), judge))
+    return outcome(done, gaps)
+
+
+def _le_ratio_random_vs_fixed(group: Group) -> Outcome | None:
+    return _ratio_check(group, "random", "fixed", lambda p: p > 0.3 + 1e-9, "greater")
+
+
+def _le_nmi_ratio_random_vs_fixed(group: Group) -> Outcome | None:
+    table = pivot(group, "noise.rate")
+    if "test/nmi" not in table.metrics:
+        return None
+    return _ratio_check(group, "random", "fixed", lambda p: p > 0.3 + 1e-9, "greater", "test/nmi")
+
+
+def _le_guarantee_50(group: Group) -> Outcome | None:
+    """Random semi-hard's noisy/topline Recall@1 against ``GOOD_RATIO``, per seed, at every 0 < p <= 0.5:
+    the interval of ``ratio - GOOD_RATIO`` (a one-sample t-interval) must lie above zero."""
+    table = pivot(group, "noise.rate")
+    rows = _le_rows(table)["random"]
+    if not rows:
+        return None
+    wanted = [c for c in table.columns if is_number(c) and 0 < c <= 0.5 + 1e-9]
+    if not wanted:
+        return Outcome(NOT_EVALUATED, "the sweep has no noise rate in 0 < p <= 0.5")
+    label = RECALL.partition("/")[2] + RATIO
+    done, gaps = [], []
+    for row in rows:
+        top = table.partner(row)
+        if top is None:
+            gaps.append(f"no topline runs (noise=topline) for {row.label}")
+            continue
+        for p in wanted:
+            ratios = topline_ratios(row, top, p, RECALL)
+            if not ratios:
+                gaps += [
+                    gap(x, p, "noise.rate") for x in (row, top) if math.isnan(mean_at(x, p, RECALL))
+                ] or [f"{row.label} and its topline at noise.rate={p}: no seed in common"]
+                continue
+            floor = {seed: GOOD_RATIO for seed in ratios}
+            done.append(compare(f"p={p}", label, ratios, floor, (row.label, f"threshold {GOOD_RATIO}")))
+    return outcome(done, gaps)
+
+
+def _le_clean_fixed_vs_random(group: Group) -> Outcome | None:
+    table = pivot(group, "noise.rate")
+    rows = _le_rows(table)
+    if not rows["random"] and not rows["fixed"]:
+        return None
+    if 0 not in [c for c in table.columns if is_number(c)]:
+        return Outcome(NOT_EVALUATED, "the sweep has no p = 0")
+    return outcome(*compare_columns(table, pairs(rows["fixed"], rows["random"]), RECALL, [0]))
+
+
+def _pretrained(group: Group) -> bool:
+    return any(bool(lookup(r.config, "backbone.trunk.pretrained")) for r in group.runs if r.has_config)
+
+
+def _le_marginal_scratch(group: Group) -> Outcome | None:
+    if _pretrained(group):
+        return None
+    table = pivot(group, "noise.rate")
+    rows = _le_rows(table)
+    if not rows["marginal"]:
+        return None
+    # From p = 0.2: at 10% noise Fig. 1d's three curves are still together.
+    found = [
+        _ratio_check(group, "marginal", other, lambda p: p >= 0.2 - 1e-9, "less")
+        for other in ("random", "fixed")
+    ]
+    found = [o for o in found if o is not None]
+    details = " | ".join(o.detail for o in found)
+    comparisons = tuple(c for o in found for c in o.comparisons)
+    statuses = [o.status for o in found]
+    if CONTRADICTED in statuses:
+        return Outcome(CONTRADICTED, details, comparisons)
+    if len(statuses) == 2 and NOT_EVALUATED not in statuses:
+        return Outcome(combine(statuses), details, comparisons)
+    return Outcome(NOT_EVALUATED, details, comparisons)
+
+
+def _le_marginal_pretrained(group: Group) -> Outcome | None:
+    if not _pretrained(group):
+        return None
+    table = pivot(group, "noise.rate")
+    if not _le_rows(table)["marginal"]:
+        return None
+    return _ratio_check(group, "marginal", "random", lambda p: 0 < p <= 0.4 + 1e-9, "similar")
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "le2019-ratio",
+        TITLE,
+        "Random semi-hard keeps a higher noisy/topline Recall@1 than fixed semi-hard after 30% noise "
+        "(Figs. 1d-3d)",
+        "ratio(triplet+random_semihard) > ratio(triplet+fixed_semihard) at every p > 0.3",
+        "triplet + random_semihard and + fixed_semihard, each with noise=topline, at p > 0.3",
+        _le_ratio_random_vs_fixed,
+    ),
+    Claim(
+        "le2019-ratio-nmi",
+        TITLE,
+        "The same reading of Fig. 4 in NMI: random semi-hard keeps a higher noisy/topline NMI than fixed "
+        "semi-hard after 30% noise",
+        "NMI ratio(triplet+random_semihard) > NMI ratio(triplet+fixed_semihard) at every p > 0.3",
+        "triplet + random_semihard and + fixed_semihard with noise=topline and test/nmi, at p > 0.3",
+        _le_nmi_ratio_random_vs_fixed,
+    ),
+    Claim(
+        "le2019-guarantee-50",
+        TITLE,
+        'The guarantee "can be as high as 50% noise rate for triplet loss with random semi-hard mining" '
+        '(Sec. 7); random semi-hard "still retains good relative performance after 50%" (Sec. 6.2)',
+        f"noisy/topline Recall@1 of triplet + random_semihard >= {GOOD_RATIO} (our threshold) at every "
+        f"0 < p <= 0.5: the interval of (ratio - {GOOD_RATIO}) above zero",
+        "triplet + random_semihard with noise=topline at a p in (0, 0.5]",
+        _le_guarantee_50,
+    ),
+    Claim(
+        "le2019-clean",
+        TITLE,
+        "Without label noise, fixed semi-hard is slightly better than random semi-hard (Sec. 6.2)",
+        "Recall@1(fixed) > Recall@1(random) at p = 0",
+        "triplet + random_semihard and + fixed_semihard at p = 0",
+        _le_clean_fixed_vs_random,
+    ),
+    Claim(
+        "le2019-marginal-scratch",
+        TITLE,
+        "From scratch (SOP), marginal loss degrades faster than both triplet variants (Fig. 1c-d)",
+        "ratio(marginal) < ratio of each triplet variant at every p >= 0.2 (no pretrained backbone; from "
+        "0.2 is ours: at 10% the curves are together)",
+        "loss=marginal and both triplet miners with toplines, backbone not pretrained",
+        _le_marginal_scratch,
+    ),
+    Claim(
+        "le2019-marginal-pretrained",
+        TITLE,
+        "With a pretrained backbone (CUB, Flowers), marginal loss is about as robust as triplet + random "
+        "semi-hard up to its 50% breakpoint (Figs. 2-3 c-d)",
+        f"|ratio(marginal) - ratio(triplet+random_semihard)| <= {SIMILAR_RATIO} (our threshold) at every "
+        "0 < p <= 0.4",
+        "loss=marginal and triplet + random_semihard with toplines, backbone.trunk.pretrained=true",
+        _le_marginal_pretrained,
+    ),
+)
+
+PAPER = Paper(
+    key="le2019",
+    title=TITLE,
+    order=1,
+    claims=CLAIMS,
+    cites=(
+        Cite("noise.rate", "test/recall@1", "Le & Odobez Figs. 1-3 (a-c)"),
+        Cite("noise.rate", "test/nmi", "Le & Odobez Figs. 5-7 (a-c)"),
+        Cite("noise.rate", "test/recall@1", "Le & Odobez Figs. 1d-3d", ratio=True),
+        Cite("noise.rate", "test/nmi", "Le & Odobez Fig. 4", ratio=True),
+    ),
+)
