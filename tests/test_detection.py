@@ -17,7 +17,7 @@ def test_prism_runs_give_a_detection_curve_per_epoch_in_the_report(compose_confi
         )
         train(cfg)
     # The plain run's per-sample loss beside it, the reference.
-    train(compose_config("+callbacks=loss_detection", "noise.rate=0.4", "trainer.max_epochs=2", run="plain"))
+    train(compose_config("callbacks=loss_detection", "noise.rate=0.4", "trainer.max_epochs=2", run="plain"))
     runs = collect([tmp_path])
     assert len(runs) == 3
     series = epoch_series(next(run for run in runs if run.path.name == "seed0"))
@@ -37,7 +37,7 @@ def test_plain_run_logs_how_well_its_per_sample_loss_finds_the_flipped_labels(co
     # 40% of the digits' labels flipped at random: a flipped sample's positives are of another digit, so its
     # triplets cost more than a clean one's from the first epoch on.
     cfg = compose_config(
-        "+callbacks=loss_detection", "noise.rate=0.4", "trainer.max_epochs=2", "data.batches_per_epoch=6"
+        "callbacks=loss_detection", "noise.rate=0.4", "trainer.max_epochs=2", "data.batches_per_epoch=6"
     )
     train(cfg)
     (run,) = collect([tmp_path])
@@ -49,7 +49,7 @@ def test_plain_run_logs_how_well_its_per_sample_loss_finds_the_flipped_labels(co
     assert series["train/loss_precision"] == series["train/loss_recall"]
     assert all(precision > 0.55 for precision in series["train/loss_precision"].values())
     # Without noise there is nothing to find: nothing logged, the run unchanged.
-    train(compose_config("+callbacks=loss_detection", "noise.rate=0", run="clean"))
+    train(compose_config("callbacks=loss_detection", "noise.rate=0", run="clean"))
     clean = next(run for run in collect([tmp_path]) if run.path.name == "clean")
     assert not epoch_series(clean)
 

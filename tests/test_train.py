@@ -142,7 +142,7 @@ def test_cli_unknown_group_option_lists_the_choices(tmp_path):
 @pytest.mark.slow
 def test_saved_embeddings_are_the_test_split_and_the_report_draws_them(compose_config, tiny_cub, tmp_path):
     cfg = compose_config(
-        *tiny_cub, "metrics.recall_ks=[1]", "+callbacks=save_embeddings", "trainer.max_steps=1"
+        *tiny_cub, "metrics.recall_ks=[1]", "callbacks=save_embeddings", "trainer.max_steps=1"
     )
     train(cfg)
     run_dir = Path(cfg.paths.output_dir)

@@ -1,7 +1,7 @@
 """The per-sample training loss as a detector of flipped labels: the reference every sample-scoring method
 (PRISM's selection, BSPML's weights) is to beat, for any run whose loss is one of pytorch-metric-learning's.
 
-A Lightning callback (``+callbacks=loss_detection``; on in the ``noisy_dml`` experiments). It reads the
+A Lightning callback (``callbacks=loss_detection``; on in the ``noisy_dml`` experiments). It reads the
 unreduced losses the loss already computed, as its reducer receives them, so training is unchanged and
 the cost is one scatter-add a step: each tuple's loss counts for its anchor (a triplet's, a pair's first
 item; an ``element`` loss for its sample). Per epoch, each sample's mean loss over the tuples it anchored

@@ -1,5 +1,5 @@
 """``embeddings.npz``: a run's test embeddings, written by a Lightning callback
-(``+callbacks=save_embeddings``)."""
+(``callbacks=save_embeddings``)."""
 
 from __future__ import annotations
 

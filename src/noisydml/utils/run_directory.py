@@ -80,7 +80,7 @@ class RunDir:
 
     @property
     def embeddings(self) -> Path:
-        """The test embeddings (``+callbacks=save_embeddings``), for the report's figures."""
+        """The test embeddings (``callbacks=save_embeddings``), for the report's figures."""
         return self.path / "embeddings.npz"
 
     @property

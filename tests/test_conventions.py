@@ -1,0 +1,93 @@
+"""The conventions users bring from lightning-hydra-template: trainer=cpu|gpu|mps|ddp, the debug= group,
+hparams_search= studies and callbacks= as a group of named callbacks that combine."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from noisydml.run.train import train
+
+NOISYDML = str(Path(sys.executable).with_name("noisydml"))
+
+
+@pytest.mark.parametrize(("trainer", "accelerator"), [("cpu", "cpu"), ("gpu", "gpu"), ("mps", "mps")])
+def test_a_trainer_option_per_accelerator(compose_config, trainer, accelerator):
+    cfg = compose_config(f"trainer={trainer}", tiny=False)
+    assert (cfg.trainer.accelerator, cfg.trainer.devices) == (accelerator, 1)
+    assert cfg.trainer.check_val_every_n_epoch == 5  # the rest of trainer/default.yaml
+
+
+def test_callbacks_combine_as_a_list_beside_checkpointing(compose_config):
+    cfg = compose_config("callbacks=[early_stopping,save_embeddings]", tiny=False)
+    assert set(cfg.callbacks) == {"checkpoint", "select", "early_stop", "early_stopping", "save_embeddings"}
+    assert cfg.callbacks.early_stopping.monitor == cfg.optimized_metric
+
+
+def test_an_experiment_s_callback_is_kept_when_one_is_chosen_beside_it(compose_config):
+    chosen = "callbacks=[loss_detection,save_embeddings]"
+    cfg = compose_config("experiment=noisy_dml/digits_symmetric", chosen, tiny=False)
+    assert {"loss_detection", "save_embeddings"} <= set(cfg.callbacks)
+
+
+def _metrics_rows(run_dir: Path) -> list[dict]:
+    with (run_dir / "csv" / "metrics.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_debug_fdr_runs_one_batch_of_each_stage_and_keeps_nothing_but_the_record(compose_config, tmp_path):
+    cfg = compose_config("debug=fdr", tiny=False, run="fdr")
+    assert OmegaConf.select(cfg, "logger.wandb") is None
+    metrics = train(cfg)
+    assert "test/recall@1" in metrics
+    record = json.loads((tmp_path / "fdr" / "results.json").read_text())
+    assert record["status"] == "finished" and record["selection"] is None
+    # Lightning's fast_dev_run writes no checkpoint and no logs: a smoke test leaves nothing to resume.
+    assert not (tmp_path / "fdr" / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_debug_limit_trains_two_short_epochs_and_validates_each(compose_config, tmp_path):
+    train(compose_config("debug=limit", tiny=False, run="limit"))
+    rows = _metrics_rows(tmp_path / "limit")
+    # Validated after each epoch of 3 steps: at the steps 2 and 5.
+    assert [int(row["step"]) for row in rows if row.get("val/recall@1")] == [2, 5]
+
+
+def test_debug_profiler_writes_its_table_to_the_run(compose_config, tmp_path):
+    train(compose_config("debug=profiler", "data.batches_per_epoch=3", tiny=False, run="profiled"))
+    assert "Action" in (tmp_path / "profiled" / "fit-profile.txt").read_text()
+
+
+@pytest.mark.slow
+def test_hparams_search_runs_an_optuna_study_of_the_method_s_key(tmp_path):
+    sweep = tmp_path / "study"
+    out = subprocess.run(
+        [
+            NOISYDML,
+            "-m",
+            "hparams_search=rdml_eta",
+            "hydra.sweeper.n_trials=2",
+            "trainer.max_epochs=1",
+            "data.batches_per_epoch=3",
+            "trainer.check_val_every_n_epoch=1",
+            "logger=csv",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    study = OmegaConf.load(sweep / "optimization_results.yaml")
+    assert study.best_params["loss.eta"] in (0.5, 1, 2, 3, 4)
+    jobs = [json.loads(p.read_text()) for p in sweep.glob("*/results.json")]
+    assert len(jobs) == 2
+    assert {job["choices"]["method"] for job in jobs} == {"zhang2023/rdml"}
