@@ -10,10 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torchvision
 from hydra.utils import instantiate
 from pytorch_metric_learning.distances import LpDistance
 
 import batches
+import layouts
 from batches import LABEL_SETS, as_list
 from configs import compose_node
 from noisydml.data import Digits, MetricDataModule
@@ -218,6 +220,32 @@ def test_even_odd_run_reports_train_digit_recall(compose_config):
     metrics = train(cfg)
     assert {"test/recall@1", "test_train/recall@1", "test_last_train/recall@1"} <= set(metrics)
     assert 0 < metrics["test_train/recall@1"] <= 1
+
+
+@pytest.mark.parametrize(
+    ("experiment", "classes"), [("table3_omniglot_languages", 3), ("table3_omniglot_letters", 2 + 3 + 2)]
+)
+def test_omniglot_experiments_score_the_training_alphabets(
+    compose_config, tmp_path, monkeypatch, experiment, classes
+):
+    # Table 4: the models trained on alphabet labels, scored on the training alphabets by alphabet
+    # ("Language") and by letter ("Letters"). 3 alphabets of 2, 3 and 2 letters, 2 images each.
+    monkeypatch.setattr(torchvision.datasets.Omniglot, "_check_integrity", lambda self: True)
+    layouts.make_omniglot(tmp_path / "data", characters=(2, 3, 2), per_character=2)
+    cfg = compose_config(
+        f"experiment=levi2021/{experiment}", f"paths.data_dir={tmp_path / 'data'}", "data.P=2", "data.K=2"
+    )
+    module = instantiate(cfg.data, _partial_=True)(
+        dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
+    )
+    module.setup("fit")
+    loader = module.scored_train_dataloader()
+    assert loader is not None
+    labels = np.concatenate([batch_labels.numpy() for _, batch_labels, _ in loader])
+    assert len(labels) == len(module.splits.train) == 14 and len(np.unique(labels)) == classes
+    # Each scored class lies within one training alphabet, and the alphabets' images are its whole split.
+    alphabets = module.noisy.true
+    assert all(len(np.unique(alphabets[labels == c])) == 1 for c in np.unique(labels))
 
 
 def test_trimmed_margin_trims_the_dist_margin_baselines_triplets():
