@@ -11,13 +11,17 @@ import numpy as np
 import pytest
 import torch
 import torchvision
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 from pytorch_metric_learning.distances import LpDistance
 
 import batches
 import layouts
 from batches import LABEL_SETS, as_list
 from configs import compose_node
+from noisydml import CONFIG_DIR
 from noisydml.data import Digits, MetricDataModule
 from noisydml.miners import EasyPositiveMiner, RandomPositiveMiner, RandomTripletsMiner
 from noisydml.noise import NoNoise, UniformNoise
@@ -253,3 +257,21 @@ def test_trimmed_margin_trims_the_dist_margin_baselines_triplets():
     baseline, _ = method("levi2021/margin_distance_weighted")
     assert type(trimmed) is type(baseline) is RandomPositiveMiner
     assert vars(trimmed.negatives) == vars(baseline.negatives)
+
+
+def test_fig5b_sweeps_positives_per_class_at_a_batch_of_160(compose_config):
+    # Fig. 5b: EPS + Dist-Margin against the number of positives in the batch, K - 1, the batch kept at
+    # the paper's 160; the 30 training alphabets bound P.
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        sweep = compose("config", ["experiment=levi2021/fig5b_positives"], return_hydra_config=True)
+    swept = [int(k) for k in str(sweep.hydra.sweeper.params["data.K"]).split(",")]
+    assert len(swept) >= 4 and min(swept) > 5
+    for k in swept:
+        cfg = compose_config("experiment=levi2021/fig5b_positives", f"data.K={k}")
+        assert cfg.data.P * cfg.data.K == 160 and cfg.data.P <= 30
+        assert cfg.miner.negatives == "distance_weighted"
+    with pytest.raises(ValueError, match="data.K=7 does not divide the batch of 160"):
+        OmegaConf.to_container(
+            compose_config("experiment=levi2021/fig5b_positives", "data.K=7"), resolve=True
+        )
