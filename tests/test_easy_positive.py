@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from pytorch_metric_learning.distances import CosineSimilarity, LpDistance
-from pytorch_metric_learning.miners import DistanceWeightedMiner
+from pytorch_metric_learning.miners import DistanceWeightedMiner, MultiSimilarityMiner
 from scipy.integrate import quad
 from scipy.stats import chi2
 
@@ -51,8 +51,9 @@ def wu_weight(d: float, dim: int, cutoff: float = 0.5, nonzero_loss_cutoff: floa
 def eps_reference(x: torch.Tensor, labels: torch.Tensor, negatives: str, margin=0.2, epsilon=0.1):
     """Per anchor, None (no same-class sample) or (easy positive, {allowed negative: weight}), as loops.
 
-    Distances are Euclidean between the normalised embeddings; for multi_similarity the rule is on
-    the cosine similarity S = <x_a/|x_a|, x_n/|x_n|>.
+    Distances are Euclidean between the normalised embeddings; for the multi_similarity rules the rule
+    is on the cosine similarity S = <x_a/|x_a|, x_n/|x_n|>, against the hardest positive's (MS mining's
+    rule) or the easy positive's (multi_similarity_easy_threshold).
     """
     n, dim = x.shape
     out = {}
@@ -64,6 +65,7 @@ def eps_reference(x: torch.Tensor, labels: torch.Tensor, negatives: str, margin=
         p = min(same, key=lambda t: (sphere_distance(x, a, t), t))
         d_ap = sphere_distance(x, a, p)
         s_ap = float(unit(x[a]) @ unit(x[p]))
+        s_hardest = min(float(unit(x[a]) @ unit(x[t])) for t in same)
         weights = {}
         for m in range(n):
             if labels[m] == labels[a]:
@@ -75,6 +77,8 @@ def eps_reference(x: torch.Tensor, labels: torch.Tensor, negatives: str, margin=
                 w = float(d_ap < d_am < d_ap + margin)
             elif negatives == "distance_weighted":
                 w = wu_weight(d_am, dim)
+            elif negatives == "multi_similarity":
+                w = float(float(unit(x[a]) @ unit(x[m])) > s_hardest - epsilon)
             else:
                 w = float(float(unit(x[a]) @ unit(x[m])) > s_ap - epsilon)
             if w > 0:
@@ -83,7 +87,10 @@ def eps_reference(x: torch.Tensor, labels: torch.Tensor, negatives: str, margin=
     return out
 
 
-@pytest.mark.parametrize("negatives", ["random", "semihard", "distance_weighted", "multi_similarity"])
+MS_RULES = ("multi_similarity", "multi_similarity_easy_threshold")
+
+
+@pytest.mark.parametrize("negatives", ["random", "semihard", "distance_weighted", *MS_RULES])
 @pytest.mark.parametrize("labels", LABEL_SETS.values(), ids=LABEL_SETS.keys())
 def test_easy_positive_equals_brute_force(negatives, labels):
     for seed in SEEDS:
@@ -99,7 +106,7 @@ def test_easy_positive_equals_brute_force(negatives, labels):
         assert miner.num_anchors_without_negative == sum(
             ref is not None and not ref[1] for ref in reference.values()
         )
-        if negatives == "multi_similarity":
+        if negatives in MS_RULES:
             a1, p, a2, n = mined
             assert a1.tolist() == kept and p.tolist() == positives
             assert as_list((a2, n)) == [(a, m) for a in kept for m in sorted(reference[a][1])]
@@ -114,12 +121,14 @@ def test_easy_positive_brute_force_sees_drops_of_both_kinds():
     for labels in LABEL_SETS.values():
         for seed in SEEDS:
             x = random_batch(seed, labels, dim=3)
-            for negatives in ("semihard", "multi_similarity"):
+            for negatives in ("semihard", *MS_RULES):
                 miner = EasyPositiveMiner(negatives=negatives)
                 miner(x, labels)
                 drops["positive"] += miner.num_anchors_without_positive
                 drops[negatives] += miner.num_anchors_without_negative
-    assert drops["positive"] > 0 and drops["semihard"] > 0 and drops["multi_similarity"] > 0
+    # MS's own rule drops an anchor only when every negative is farther than its hardest positive by
+    # epsilon, which these batches never give; the easy positive's threshold drops through the same code.
+    assert drops["positive"] > 0 and drops["semihard"] > 0 and drops["multi_similarity_easy_threshold"] > 0
 
 
 @pytest.mark.parametrize("negatives", ["random", "semihard", "distance_weighted"])
@@ -167,14 +176,50 @@ def test_easy_positive_semihard_hand_built():
 
 
 def test_easy_positive_multi_similarity_hand_built():
-    # epsilon 0.5 on the distance (the rule d_an - epsilon < d_ap, i.e. S_an > S_ap - epsilon for
-    # the similarity): every negative closer than d_ap + .5, with the easy positive pair once.
-    #   a0 (d_ap 1): b0 1.3              a1 (d_ap 1): b0 .3, b1 1.4     a2 (d_ap 2): b0 1.7, b1 .6
-    #   b0 (d_ap 1.1): a0 1.3, a1 .3     b1 (d_ap 1.1): a1 1.4, a2 .6   c0: no positive
+    # epsilon 0.5 on the distance: MS mining keeps every negative closer than the hardest positive's
+    # distance + .5 (S_an > min S_ap - epsilon for a similarity), with the easy positive pair once.
+    #   a0 (hardest a2 at 3): b0 1.3, b1 2.4   a1 (a2 at 2): b0 .3, b1 1.4   a2 (a0 at 3): b0 1.7, b1 .6
+    #   b0 (b1 at 1.1): a0 1.3, a1 .3          b1 (b0 at 1.1): a1 1.4, a2 .6  c0: no positive
+    # On the easy positive's distance instead, a0 (d_ap 1) loses b1 at 2.4.
     miner = EasyPositiveMiner(negatives="multi_similarity", epsilon=0.5, distance=PLAIN)
     a1, p, a2, n = miner(LINE, LINE_LABELS)
     assert as_list((a1, p)) == [(0, 1), (1, 0), (2, 1), (3, 4), (4, 3)]
-    assert as_list((a2, n)) == [(0, 3), (1, 3), (1, 4), (2, 3), (2, 4), (3, 0), (3, 1), (4, 1), (4, 2)]
+    ms_negatives = [(0, 3), (0, 4), (1, 3), (1, 4), (2, 3), (2, 4), (3, 0), (3, 1), (4, 1), (4, 2)]
+    assert as_list((a2, n)) == ms_negatives
+    easy = EasyPositiveMiner(negatives="multi_similarity_easy_threshold", epsilon=0.5, distance=PLAIN)
+    assert as_list(easy(LINE, LINE_LABELS)[2:]) == [pair for pair in ms_negatives if pair != (0, 4)]
+
+
+def ms_batch(seed: int, spread: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 32 x 5 batch in 128 dimensions: class centres around one direction, samples ``spread`` around
+    them (small: a tight batch, every similarity near 1)."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(32).repeat_interleave(5)
+    centres = torch.randn(32, 128, generator=g, dtype=torch.float64)
+    x = 3.0 + centres[labels] + spread * torch.randn(160, 128, generator=g, dtype=torch.float64)
+    return x, labels
+
+
+@pytest.mark.parametrize("spread", [1.0, 0.05])
+def test_eps_multi_similarity_keeps_ms_minings_negative_pairs(spread):
+    # Levi Sec. 5.2.3: "we replace the positive hard-mining method with EPS and use the same hard-negative
+    # method": on the same batch, EPS + MS keeps exactly the negative pairs of PML's MS miner, and for
+    # its positives only each anchor's easy one.
+    for seed in range(3):
+        x, labels = ms_batch(seed, spread)
+        ms = MultiSimilarityMiner(epsilon=0.1)
+        _, _, ms_a, ms_n = ms(x, labels)
+        eps = EasyPositiveMiner(negatives="multi_similarity", epsilon=0.1)
+        a1, p, a2, n = eps(x, labels)
+        assert sorted(as_list((a2, n))) == sorted(as_list((ms_a, ms_n)))
+        assert len(a2) > 0 and len(a1) == len(set(a1.tolist()))
+        similarity = CosineSimilarity()(x)
+        nearest = torch.where(labels[:, None] == labels[None], similarity.fill_diagonal_(-2), -2).argmax(1)
+        assert torch.equal(p, nearest[a1])
+        # The easy positive's threshold keeps a strict subset of them.
+        easy = EasyPositiveMiner(negatives="multi_similarity_easy_threshold", epsilon=0.1)
+        kept = set(as_list(easy(x, labels)[2:]))
+        assert kept < set(as_list((ms_a, ms_n)))
 
 
 def test_easy_positive_random_keeps_every_anchor_with_a_positive():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torchvision
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 import layouts
@@ -86,6 +88,32 @@ def test_experiment_trains_two_steps(compose_config, tmp_path, monkeypatch, expe
         overrides.append("data.val_fraction=0")
     metrics = train(compose_config(*overrides))
     assert metrics and all(0.0 <= value <= 1.0 for value in metrics.values())
+
+
+# A published table's experiment runs its paper's protocol: every training class trained on (no validation
+# split carved from them) and the paper's checkpoint, the last one, and for Roth et al.'s framework
+# (Levi et al.) its best test epoch beside it (test_best_epoch/..., the test split scored at every epoch).
+WHOLE_TRAINING_SPLIT = {
+    "yu2018/table1_cub": [],
+    "le2019/fig2_cub": [],
+    "levi2021/table2_cub": ["test_epoch"],
+}
+
+
+@pytest.mark.parametrize("experiment", WHOLE_TRAINING_SPLIT)
+def test_paper_experiments_train_on_the_whole_training_split(compose_config, tmp_path, experiment):
+    # 20 training classes: a 10% class-disjoint hold-out would keep 2 of them out of training.
+    layouts.make_cub(tmp_path / "data", classes=40, per_class=3, size=8)
+    overrides = [f"paths.data_dir={tmp_path / 'data'}", "data.P=2", "data.K=2", *TINY_IMAGES]
+    cfg = compose_config(f"experiment={experiment}", *overrides)
+    datamodule = instantiate(cfg.data, _partial_=True)(
+        dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
+    )
+    datamodule.setup("fit")
+    assert datamodule.val_set is None
+    assert sorted(datamodule.noisy.indices) == list(range(len(datamodule.splits.train)))
+    assert np.unique(datamodule.noisy.true).tolist() == list(range(1, 21))
+    assert datamodule.validation_stages == WHOLE_TRAINING_SPLIT[experiment]
 
 
 NOISE_MODELS = ("symmetric", "small_cluster")

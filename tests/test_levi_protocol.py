@@ -10,12 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torchvision
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 from pytorch_metric_learning.distances import LpDistance
 
 import batches
+import layouts
 from batches import LABEL_SETS, as_list
 from configs import compose_node
+from noisydml import CONFIG_DIR
 from noisydml.data import Digits, MetricDataModule
 from noisydml.miners import EasyPositiveMiner, RandomPositiveMiner, RandomTripletsMiner
 from noisydml.noise import NoNoise, UniformNoise
@@ -220,8 +226,52 @@ def test_even_odd_run_reports_train_digit_recall(compose_config):
     assert 0 < metrics["test_train/recall@1"] <= 1
 
 
+@pytest.mark.parametrize(
+    ("experiment", "classes"), [("table3_omniglot_languages", 3), ("table3_omniglot_letters", 2 + 3 + 2)]
+)
+def test_omniglot_experiments_score_the_training_alphabets(
+    compose_config, tmp_path, monkeypatch, experiment, classes
+):
+    # Table 4: the models trained on alphabet labels, scored on the training alphabets by alphabet
+    # ("Language") and by letter ("Letters"). 3 alphabets of 2, 3 and 2 letters, 2 images each.
+    monkeypatch.setattr(torchvision.datasets.Omniglot, "_check_integrity", lambda self: True)
+    layouts.make_omniglot(tmp_path / "data", characters=(2, 3, 2), per_character=2)
+    cfg = compose_config(
+        f"experiment=levi2021/{experiment}", f"paths.data_dir={tmp_path / 'data'}", "data.P=2", "data.K=2"
+    )
+    module = instantiate(cfg.data, _partial_=True)(
+        dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
+    )
+    module.setup("fit")
+    loader = module.scored_train_dataloader()
+    assert loader is not None
+    labels = np.concatenate([batch_labels.numpy() for _, batch_labels, _ in loader])
+    assert len(labels) == len(module.splits.train) == 14 and len(np.unique(labels)) == classes
+    # Each scored class lies within one training alphabet, and the alphabets' images are its whole split.
+    alphabets = module.noisy.true
+    assert all(len(np.unique(alphabets[labels == c])) == 1 for c in np.unique(labels))
+
+
 def test_trimmed_margin_trims_the_dist_margin_baselines_triplets():
     trimmed, _ = method("levi2021/trimmed_margin")
     baseline, _ = method("levi2021/margin_distance_weighted")
     assert type(trimmed) is type(baseline) is RandomPositiveMiner
     assert vars(trimmed.negatives) == vars(baseline.negatives)
+
+
+def test_fig5b_sweeps_positives_per_class_at_a_batch_of_160(compose_config):
+    # Fig. 5b: EPS + Dist-Margin against the number of positives in the batch, K - 1, the batch kept at
+    # the paper's 160; the 30 training alphabets bound P.
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        sweep = compose("config", ["experiment=levi2021/fig5b_positives"], return_hydra_config=True)
+    swept = [int(k) for k in str(sweep.hydra.sweeper.params["data.K"]).split(",")]
+    assert len(swept) >= 4 and min(swept) > 5
+    for k in swept:
+        cfg = compose_config("experiment=levi2021/fig5b_positives", f"data.K={k}")
+        assert cfg.data.P * cfg.data.K == 160 and cfg.data.P <= 30
+        assert cfg.miner.negatives == "distance_weighted"
+    with pytest.raises(ValueError, match="data.K=7 does not divide the batch of 160"):
+        OmegaConf.to_container(
+            compose_config("experiment=levi2021/fig5b_positives", "data.K=7"), resolve=True
+        )

@@ -369,6 +369,25 @@ def test_each_paper_scores_nmi_with_its_normalisation(experiment, average, init)
     assert evaluator.options["kmeans_init"] == init
 
 
+BSPML_EXPERIMENTS = [
+    "zhang2023/table1_cub",
+    "zhang2023/table2_inshop",
+    "zhang2023/fig4_mu",
+    "digits/zhang2023_noise",
+    "mnist5k/zhang2023_noise",
+]
+
+
+@pytest.mark.parametrize("experiment", BSPML_EXPERIMENTS)
+def test_bspml_experiments_report_nmi_with_its_spread(experiment):
+    # k-means from random points on 5 far-apart classes: the mean and spread over its seeds, as the
+    # other papers' experiments report them (one seed gives no test/nmi_std).
+    evaluator = compose_node("metrics", f"experiment={experiment}")
+    x, labels = separated_blobs(classes=5)
+    metrics = evaluator(x, labels)
+    assert evaluator.options["nmi_seeds"] >= 3 and 0 <= metrics["nmi_std"] <= metrics["nmi"] <= 1
+
+
 def test_timings_report_each_part():
     x, labels = random_data(200)
     timings: dict[str, float] = {}

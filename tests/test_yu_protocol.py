@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 from pytorch_metric_learning.reducers import MeanReducer
+from torchvision.transforms import functional
 
+import layouts
 from batches import as_list
 from configs import compose_node
+from noisydml.data.cub import CUB200
+from noisydml.data.transforms import IMAGENET_MEAN, IMAGENET_STD
 from noisydml.losses import AdaptedTripletLoss, BatchSizeReducer
 from noisydml.miners import SemihardPerPairMiner
 
@@ -108,3 +114,50 @@ def test_caffe_normalisation_gives_the_published_lambda_grid(published_lambda):
     expected = ratio * mean(x, LABELS, triplets).item()
     assert caffe(x, LABELS, triplets).item() == pytest.approx(expected, rel=1e-5)
     assert 3 < ratio <= 5
+
+
+def crop_offset(crop: torch.Tensor, full: torch.Tensor) -> tuple[int, int] | None:
+    """Where ``crop`` (C x h x w) sits in ``full`` (C x H x W), unflipped; None when nowhere."""
+    h, w = crop.shape[1:]
+    corners = full[:, : full.shape[1] - h + 1, : full.shape[2] - w + 1]
+    # Random pixels: only the true offset, if any, matches the crop's corner pixel.
+    for i, j in torch.nonzero((corners - crop[:, :1, :1]).abs().amax(dim=0) < 1e-5).tolist():
+        if torch.allclose(full[:, i : i + h, j : j + w], crop, atol=1e-5):
+            return i, j
+    return None
+
+
+@pytest.mark.parametrize("data_set", ["cub", "cars196", "sop"])
+def test_yu2018_images_are_resized_to_256_square_and_randomly_cropped_to_224(tmp_path, data_set):
+    # Sec. 4.1: "All training images are resized to 256x256 and randomly cropped to 224x224". A 300 x 200
+    # image of random pixels: every training crop is a 224 window of its 256 x 256 resize (both sides
+    # squeezed, no flip, no random scale), the windows vary, and testing takes the centre one.
+    make = {"cub": layouts.make_cub, "cars196": layouts.make_cars, "sop": layouts.make_sop}[data_set]
+    make(tmp_path)
+    dataset = compose_node("dataset", f"experiment=yu2018/table1_{data_set}", f"paths.data_dir={tmp_path}")
+    splits = dataset.splits()
+    pixels = np.random.default_rng(0).integers(0, 256, size=(200, 300, 3), dtype=np.uint8)
+    image = Image.fromarray(pixels)
+    full = functional.normalize(
+        functional.to_tensor(functional.resize(image, [256, 256])), IMAGENET_MEAN, IMAGENET_STD
+    )
+    torch.manual_seed(0)
+    offsets = [crop_offset(splits.train.transform(image), full) for _ in range(8)]
+    assert None not in offsets and len(set(offsets)) > 1
+    assert crop_offset(splits.train.eval_view().transform(image), full) == (16, 16)
+    assert crop_offset(splits.test.transform(image), full) == (16, 16)
+
+
+def test_yu2018_googlenet_trains_with_frozen_batchnorm():
+    # Caffe's GoogLeNet has no BatchNorm: torchvision's 57 are frozen, statistics and affine parameters.
+    backbone = compose_node("backbone", "experiment=yu2018/table1_cub", "backbone.trunk.pretrained=false")
+    norms = [m for m in backbone.trunk.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert len(norms) == 57
+    backbone.train()
+    assert not any(m.training for m in norms)
+    assert not any(p.requires_grad for m in norms for p in m.parameters())
+
+
+def test_an_unknown_augmentation_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match=r"dataset.augmentation='flip' is not one of random_resized_crop, "):
+        CUB200(tmp_path, augmentation="flip")

@@ -10,7 +10,9 @@ transform's random resized crop and flip, or the test transform's centre crop, r
 
 One difference from decoding every time: a random crop smaller than ``image_size`` pixels on its short
 side is enlarged from the cached image rather than from the full-resolution JPEG, so it is a little
-softer. With ``resize`` 256 and ``image_size`` 224 that is a crop under ~77% of the short side.
+softer. With ``resize`` 256 and ``image_size`` 224 that is a crop under ~77% of the short side. Likewise
+``dataset.augmentation=square_resize_crop`` squeezes the cached image's long side to ``resize``, a second
+resampling of that side.
 
 Layout of a cache, under ``<cache_dir>/decoded/<dataset>-<split>-r<resize>-<digest>/``:
 
@@ -48,7 +50,7 @@ from PIL import Image
 from torchvision.transforms import v2
 from torchvision.transforms.functional import resize as resize_pil
 
-from noisydml.data.transforms import IMAGENET_MEAN, IMAGENET_STD
+from noisydml.data.transforms import IMAGENET_MEAN, IMAGENET_STD, check_augmentation, resize_to
 from noisydml.data.unreadable import PIL_ERRORS, UnreadableImageError
 
 CACHE_VERSION = 1
@@ -83,25 +85,34 @@ def resized_shape(width: int, height: int, resize: int) -> tuple[int, int]:
 
 
 def cached_train_transform(
-    image_size: int = 224, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD
+    image_size: int = 224,
+    resize: int = 256,
+    augmentation: str = "random_resized_crop",
+    mean: Sequence[float] = IMAGENET_MEAN,
+    std: Sequence[float] = IMAGENET_STD,
 ) -> v2.Compose:
-    """``transforms.train_transform`` on a C x H x W uint8 tensor."""
-    return v2.Compose(
-        [
-            v2.RandomResizedCrop(image_size, antialias=True),
-            v2.RandomHorizontalFlip(),
-            v2.ToDtype(torch.float32, scale=True),
-            v2.Normalize(mean, std),
-        ]
-    )
+    """``transforms.train_transform`` on a C x H x W uint8 tensor whose short side is ``resize``."""
+    if augmentation == "square_resize_crop":
+        crop = [v2.Resize(resize_to(resize, augmentation), antialias=True), v2.RandomCrop(image_size)]
+    else:
+        check_augmentation(augmentation)
+        crop = [v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip()]
+    return v2.Compose([*crop, v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)])
 
 
 def cached_test_transform(
-    image_size: int = 224, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD
+    image_size: int = 224,
+    resize: int = 256,
+    augmentation: str = "random_resized_crop",
+    mean: Sequence[float] = IMAGENET_MEAN,
+    std: Sequence[float] = IMAGENET_STD,
 ) -> v2.Compose:
-    """``transforms.test_transform`` on a C x H x W uint8 tensor already resized (the cache did that)."""
+    """``transforms.test_transform`` on a C x H x W uint8 tensor already resized (the cache did that; a
+    square resize squeezes the long side too)."""
+    square = augmentation == "square_resize_crop"
+    squeeze = [v2.Resize(resize_to(resize, augmentation), antialias=True)] if square else []
     return v2.Compose(
-        [v2.CenterCrop(image_size), v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]
+        [*squeeze, v2.CenterCrop(image_size), v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]
     )
 
 

@@ -14,7 +14,7 @@ from PIL import Image
 
 from noisydml.data.base import DatasetLayoutError, LabeledDataset, Splits
 from noisydml.data.image_cache import DecodedImageCache, cached_test_transform, cached_train_transform
-from noisydml.data.transforms import test_transform, train_transform
+from noisydml.data.transforms import check_augmentation, test_transform, train_transform
 from noisydml.data.unreadable import PIL_ERRORS, UnreadableImageError
 
 # The files a class-folder layout holds as images (PRISM's CARS-98N download script skips .gif).
@@ -117,10 +117,14 @@ class ImageLayout:
         name: str = "",
         cache_decoded: bool = False,
         cache_dir: str | Path | None = None,
+        augmentation: str = "random_resized_crop",
     ):
+        check_augmentation(augmentation)
         self.root = Path(root)
         self.image_size = image_size
         self.resize = resize
+        # How a training image becomes a crop (noisydml.data.transforms).
+        self.augmentation = augmentation
         self.skip_unreadable = skip_unreadable
         self.name = name or self.default_name or type(self).__name__
         # Decode and resize every image once, then crop the cached pixels (see ``image_cache``).
@@ -162,18 +166,22 @@ class ImageLayout:
 
     def images(self, relpaths: Sequence[str], labels: np.ndarray, train: bool) -> ImageListDataset:
         """The images at ``relpaths`` under the root, with the train or the test transform."""
-        evaluation = test_transform(self.image_size, self.resize)
-        transform = train_transform(self.image_size) if train else evaluation
+        evaluation = test_transform(self.image_size, self.resize, self.augmentation)
+        transform = train_transform(self.image_size, self.resize, self.augmentation) if train else evaluation
         paths = [self.root / relpath for relpath in relpaths]
         cache = None
         if self.cache_decoded:
-            cached_evaluation = cached_test_transform(self.image_size)
+            cached_evaluation = cached_test_transform(self.image_size, self.resize, self.augmentation)
             cache = DecodedImageCache(
                 self.name,
                 self.root,
                 "train" if train else "test",
                 self.resize,
-                transform=cached_train_transform(self.image_size) if train else cached_evaluation,
+                transform=(
+                    cached_train_transform(self.image_size, self.resize, self.augmentation)
+                    if train
+                    else cached_evaluation
+                ),
                 eval_transform=cached_evaluation,
                 cache_dir=self.cache_dir,
             )

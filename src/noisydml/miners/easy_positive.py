@@ -24,7 +24,8 @@ class NegativeRule:
     """How EPS picks each anchor's negative; this base allows every sample of another class.
 
     ``dist`` is always a distance (the miner negates a similarity), ``d_ap`` each anchor's distance to
-    its positive, ``allowed`` the negatives of another class that :meth:`candidates` allows.
+    its positive, ``is_positive`` / ``is_negative`` which samples share / do not share its class,
+    ``allowed`` the negatives that :meth:`candidates` allows.
     """
 
     # The rule's ``miner.negatives`` name.
@@ -37,7 +38,9 @@ class NegativeRule:
     def check(self, distance: BaseDistance) -> None:
         """Raise when the rule cannot work with the miner's ``distance``."""
 
-    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor, is_negative: torch.Tensor) -> torch.Tensor:
+    def candidates(
+        self, dist: torch.Tensor, d_ap: torch.Tensor, is_positive: torch.Tensor, is_negative: torch.Tensor
+    ) -> torch.Tensor:
         """Which of each anchor's negatives (``is_negative``: of another class) the rule allows."""
         return is_negative
 
@@ -80,7 +83,9 @@ class SemihardNegatives(NegativeRule):
         self.margin = margin
         self.fallback = fallback
 
-    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor, is_negative: torch.Tensor) -> torch.Tensor:
+    def candidates(
+        self, dist: torch.Tensor, d_ap: torch.Tensor, is_positive: torch.Tensor, is_negative: torch.Tensor
+    ) -> torch.Tensor:
         semihard = is_negative & (dist > d_ap) & (dist < d_ap + self.margin)
         if self.fallback == "none":
             return semihard
@@ -114,7 +119,9 @@ class DistanceWeightedNegatives(NegativeRule):
                 "unit sphere (LpDistance with normalize_embeddings=true, p=2, power=1, or null)"
             )
 
-    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor, is_negative: torch.Tensor) -> torch.Tensor:
+    def candidates(
+        self, dist: torch.Tensor, d_ap: torch.Tensor, is_positive: torch.Tensor, is_negative: torch.Tensor
+    ) -> torch.Tensor:
         return is_negative & (dist < self.nonzero_loss_cutoff)
 
     def weights(self, dist: torch.Tensor, allowed: torch.Tensor, dim: int) -> torch.Tensor:
@@ -130,11 +137,14 @@ class DistanceWeightedNegatives(NegativeRule):
 
 
 class MultiSimilarityNegatives(NegativeRule):
-    """Wang et al. 2019's informative negatives (restated by Zhang et al. 2023, Eq. 4), EPS + MS: every
-    ``n`` with ``S_an > S_ap - epsilon``, the minimum over positives being the single easy positive once
-    EPS replaces MS's positive mining (Levi Sec. 5.2.3). Returns pairs ``(a1, p, a2, n)``: the easy
-    positive pair once and every informative negative pair, which the MS loss weighs jointly.
-    ``epsilon`` is a similarity margin, hence the cosine similarity by default."""
+    """EPS + MS (Levi Sec. 5.2.3: "we replace the positive hard-mining method with EPS and use the same
+    hard-negative method"): the negatives of Wang et al. 2019's pair mining, unchanged (restated by
+    Zhang et al. 2023, Eq. 4): every ``n`` with ``S_an > min_{p in C_a} S_ap - epsilon``, the minimum over
+    all of the anchor's positives in the batch (its hardest), so an anchor keeps exactly the negative
+    pairs that ``pytorch_metric_learning.miners.MultiSimilarityMiner`` keeps for it. Only the positive
+    changes, to the easy one. Returns pairs ``(a1, p, a2, n)``: the easy positive pair once and every
+    informative negative pair, which the MS loss weighs jointly. ``epsilon`` is a similarity margin,
+    hence the cosine similarity by default."""
 
     name = "multi_similarity"
 
@@ -144,9 +154,15 @@ class MultiSimilarityNegatives(NegativeRule):
     def default_distance(self) -> BaseDistance:
         return CosineSimilarity()
 
-    def candidates(self, dist: torch.Tensor, d_ap: torch.Tensor, is_negative: torch.Tensor) -> torch.Tensor:
-        # S_an > S_ap - epsilon, with dist = -S.
-        return is_negative & (dist - self.epsilon < d_ap)
+    def candidates(
+        self, dist: torch.Tensor, d_ap: torch.Tensor, is_positive: torch.Tensor, is_negative: torch.Tensor
+    ) -> torch.Tensor:
+        # S_an > S_ap - epsilon with dist = -S, S_ap the threshold's positive similarity.
+        return is_negative & (dist - self.epsilon < self.threshold(dist, d_ap, is_positive))
+
+    def threshold(self, dist: torch.Tensor, d_ap: torch.Tensor, is_positive: torch.Tensor) -> torch.Tensor:
+        """The positive distance a negative must come within ``epsilon`` of: the hardest positive's."""
+        return torch.where(is_positive, dist, -torch.inf).amax(dim=1, keepdim=True)
 
     def tuples(
         self, keep: torch.Tensor, positives: torch.Tensor, allowed: torch.Tensor, dist: torch.Tensor, dim: int
@@ -156,10 +172,28 @@ class MultiSimilarityNegatives(NegativeRule):
         return anchors, positives[anchors], neg_anchors, negatives
 
 
+class EasyThresholdNegatives(MultiSimilarityNegatives):
+    """A variant of EPS + MS that the paper does not describe: MS's negative rule thresholded on the
+    *easy* positive's similarity, ``S_an > S_ap_easy - epsilon``. The easy positive is the most similar,
+    so this keeps a subset of MS mining's negatives, often a small one: kept to measure what that
+    reading changes."""
+
+    name = "multi_similarity_easy_threshold"
+
+    def threshold(self, dist: torch.Tensor, d_ap: torch.Tensor, is_positive: torch.Tensor) -> torch.Tensor:
+        return d_ap
+
+
 # ``miner.negatives=<name>``: the rule of that name, made from the miner's keys that are its parameters.
 NEGATIVE_RULES: dict[str, type[NegativeRule]] = {
     rule.name: rule
-    for rule in (RandomNegatives, SemihardNegatives, DistanceWeightedNegatives, MultiSimilarityNegatives)
+    for rule in (
+        RandomNegatives,
+        SemihardNegatives,
+        DistanceWeightedNegatives,
+        MultiSimilarityNegatives,
+        EasyThresholdNegatives,
+    )
 }
 
 
@@ -167,8 +201,8 @@ class EasyPositiveMiner(BaseMiner):
     """One tuple per anchor: the positive is ``p_a = argmin_{t in C_a} ||f(t) - f(a)||`` (Sec. 4.3),
     the negative by the rule ``negatives`` (a :class:`NegativeRule`, or a name in
     :data:`NEGATIVE_RULES` made with its parameters among ``margin`` and ``fallback`` (semihard),
-    ``cutoff`` and ``nonzero_loss_cutoff`` (distance_weighted) and ``epsilon`` (multi_similarity); a rule
-    object carries its own, so those keys are then ignored).
+    ``cutoff`` and ``nonzero_loss_cutoff`` (distance_weighted) and ``epsilon`` (the two multi_similarity
+    rules); a rule object carries its own, so those keys are then ignored).
 
     Ties among positives go to the lowest batch index; random draws use torch's global generator (seeded
     by Lightning's ``seed_everything``).
@@ -181,7 +215,7 @@ class EasyPositiveMiner(BaseMiner):
     skipped with its positive pair, as the MS code of that framework skips it. Both counts are PML
     recordable stats.
 
-    ``distance`` None uses the rule's own: cosine similarity for ``multi_similarity`` (its ``epsilon``
+    ``distance`` None uses the rule's own: cosine similarity for the multi_similarity rules (``epsilon``
     is a similarity margin), Euclidean distance on the unit sphere otherwise (the units of ``margin``
     and of Wu's cutoffs; Roth et al.'s semi-hard band is on this distance while their triplet loss is on
     its square). A similarity is negated so that "nearest" and the rules read the same for both.
@@ -235,7 +269,7 @@ class EasyPositiveMiner(BaseMiner):
         has_positive = is_positive.any(dim=1)
         positives = self.positives(dist, is_positive).clamp(max=dist.shape[1] - 1)
         d_ap = dist.gather(1, positives.unsqueeze(1))
-        allowed = self.negatives.candidates(dist, d_ap, is_negative)
+        allowed = self.negatives.candidates(dist, d_ap, is_positive, is_negative)
         keep = has_positive & allowed.any(dim=1)
         self.num_anchors_without_positive = int((~has_positive).sum())
         self.num_anchors_without_negative = int((has_positive & ~keep).sum())

@@ -20,3 +20,18 @@ OmegaConf.register_new_resolver("noisydml.run_name", run_name, replace=True)
 OmegaConf.register_new_resolver(
     "noisydml.times", lambda factor, value: float(factor) * float(value), replace=True
 )
+
+
+def batch_classes(batch_size: int, samples_per_class: int) -> int:
+    """P of a P x K batch of ``batch_size`` with K = ``samples_per_class``, which must divide it."""
+    classes, left = divmod(int(batch_size), int(samples_per_class))
+    if left or classes < 1:
+        raise ValueError(
+            f"data.K={samples_per_class} does not divide the batch of {batch_size}: choose a K that does"
+        )
+    return classes
+
+
+# ``P: ${noisydml.batch_classes:160,${data.K}}`` in conf/experiment/levi2021/fig5b_positives.yaml: a fixed
+# batch swept over K.
+OmegaConf.register_new_resolver("noisydml.batch_classes", batch_classes, replace=True)
