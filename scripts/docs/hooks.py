@@ -67,6 +67,13 @@ def header(path: Path) -> str:
     return "\n".join(lines).strip()
 
 
+def body(path: Path) -> str:
+    """A config file without the comment block it opens with (shown as text beside it)."""
+    lines = path.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    return "\n".join(lines[start:]).strip()
+
+
 def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -123,7 +130,7 @@ def paper_page(key: str, title: str) -> str:
     protocol = CONF / "protocol" / f"{key}.yaml"
     if protocol.exists():
         out += ["## The protocol", "", f"`conf/protocol/{key}.yaml`, shared by the paper's experiments:", ""]
-        out += [header(protocol), "", "```yaml", protocol.read_text().rstrip(), "```", ""]
+        out += [header(protocol), "", "```yaml", body(protocol), "```", ""]
     methods = sorted((CONF / "method" / key).glob("*.yaml"))
     if methods:
         out += ["## The methods", "", "| method | what it is |", "| --- | --- |"]
