@@ -99,6 +99,11 @@ BAD_INPUTS = [
     (["callbacks.checkpoint.every_n_epochs=0"], r"callbacks.checkpoint.every_n_epochs=0 must be >= 1"),
     (["resume=sometimes"], r"resume=sometimes is not an option; use one of: auto, never"),
     (["resume_from=first"], r"resume_from=first is not an option; use one of: last, previous"),
+    (
+        ["method=zhang2023/bspml", "loss=triplet"],
+        r"method=zhang2023/bspml is loss=bspml, but loss=triplet was given, which would record a triplet run "
+        r"as zhang2023/bspml; drop loss=triplet to run the method, or drop method= to run loss=triplet",
+    ),
     (["dataset=cub", "paths.data_dir=/nonexistent"], r"cub: images.txt not found under dataset.root"),
     (
         ["dataset=features", "dataset.root={data}/nan", "backbone.trunk.in_features=8"],

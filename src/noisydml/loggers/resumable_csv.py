@@ -17,11 +17,11 @@ from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from noisydml.utils.atomic import atomic_write
 
 
-def keep_rows_before(path: Path, step: int) -> None:
+def keep_rows_before(path: Path, step: int) -> list[dict[str, str]]:
     """Rewrite the metrics CSV at ``path`` with only its rows logged before global step ``step`` (all of
-    them gone for ``step=0``: a run started over)."""
+    them gone for ``step=0``: a run started over); return them."""
     if not path.is_file():
-        return
+        return []
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         fields, rows = reader.fieldnames or [], [row for row in reader if int(row["step"]) < step]
@@ -30,6 +30,7 @@ def keep_rows_before(path: Path, step: int) -> None:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
+    return rows
 
 
 class _AppendingWriter(ExperimentWriter):

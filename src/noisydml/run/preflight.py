@@ -7,7 +7,8 @@ step; bad input is refused with the key, the value and the fix (:class:`noisydml
    no constructor checks, against its type and range (:data:`RULES`, :data:`CHOICES`), and every key of a
    ``_target_`` node against the parameters of the class it builds (a typo such as ``+noise.rat=0.2``).
    Keys their constructors check (``noise.rate``, ``data.val_fraction``) are checked there, once.
-2. :func:`check_output_dir`: the run directory can be written; the checkpoint to resume from.
+2. The checkpoint to resume from. Before any of this, :mod:`noisydml.run.train` checks the run directory
+   (:func:`check_run_directory`: it holds no other run; :func:`check_output_dir`: it can be written).
 3. The data module, with its noisy labels drawn (:func:`check_noise`), and the model.
 4. :func:`check_one_batch`: one batch through the backbone and the training step's hook sequence
    (shape mismatches, NaN inputs, a loss that cannot take its miner's tuples), without changing what
@@ -27,13 +28,16 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+import yaml
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import default_collate
 
+from noisydml import CONFIG_DIR
 from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.wandb_mode import choose_wandb_mode
+from noisydml.run.results import config_differences
 from noisydml.utils.checks import Rule, check_value
 from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import quiet_wandb
@@ -53,7 +57,7 @@ class Prepared:
 def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     """Check and build everything training needs, refusing bad input before the first step."""
     check_config(cfg)
-    check_output_dir(run.path)
+    check_method(choices)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
     choose_wandb_mode()
     quiet_wandb()
@@ -155,6 +159,27 @@ def check_config(cfg: DictConfig) -> None:
     _check_options(cfg)
 
 
+def check_method(choices: dict[str, str]) -> None:
+    """A published method (``method=``) is its groups' options (``override /loss: bspml``): one of them
+    replaced on the command line would record another method's run under the method's name, so it is
+    refused."""
+    method = choices.get("method")
+    if not method:
+        return
+    path = CONFIG_DIR / "method" / f"{method}.yaml"
+    defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults", []) if path.is_file() else []
+    for entry in defaults:
+        for key, option in entry.items() if isinstance(entry, dict) else ():
+            group = key.removeprefix("override").strip().lstrip("/")
+            given = str(choices.get(group, option))
+            if given != str(option):
+                raise BadInput(
+                    f"method={method} is {group}={option}, but {group}={given} was given, which would record "
+                    f"a {given} run as {method}; drop {group}={given} to run the method, or drop method= to "
+                    f"run {group}={given} on its own"
+                )
+
+
 def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
     missing = object()
     value = OmegaConf.select(cfg, key, default=missing)
@@ -229,6 +254,42 @@ def _parameters(target: Any) -> set[str] | None:
             # Its **kwargs may go anywhere (WandbLogger's to wandb.init): any key may be right.
             return None
     return names
+
+
+def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None:
+    """The run directory holds no other run: return the results of a finished run of this very config
+    (to skip), None when the run may start here. Refused, before anything is written into it: a finished
+    run of another config, and a checkpoint of another config that ``resume=auto`` would continue."""
+    recorded = run.read_results()
+    if recorded is None or not isinstance(recorded.get("config"), dict):
+        return None
+    differences = config_differences(recorded["config"], resolved)
+    finished = run.finished_results() is not None
+    if not differences:
+        return recorded if finished else None
+    changed = ", ".join(_change(recorded["config"], resolved, key) for key in differences[:6])
+    more = f" and {len(differences) - 6} more" if len(differences) > 6 else ""
+    if finished:
+        raise BadInput(
+            f"{run.path} holds a finished run of another config ({changed}{more}), which is left as it is; "
+            "run without resume= for a new directory, or choose another with hydra.run.dir=..."
+        )
+    if resume == "auto" and run.has_checkpoint():
+        raise BadInput(
+            f"{run.path} holds a checkpoint of another config ({changed}{more}), which would continue as if "
+            f"it were this one; continue that run unchanged with: noisydml resume={run.path}, start it over "
+            "with resume=never, or choose another directory with hydra.run.dir=..."
+        )
+    return None
+
+
+def _change(old: dict, new: dict, key: str) -> str:
+    def value(config: dict) -> Any:
+        for part in key.split("."):
+            config = config.get(part) if isinstance(config, dict) else None
+        return config
+
+    return f"{key}: {value(old)} there, {value(new)} here"
 
 
 def check_output_dir(path: Path) -> None:
