@@ -24,6 +24,9 @@ def assert_nothing_trained(cfg) -> None:
     assert json.loads((run_dir / "results.json").read_text())["status"] == "failed"
 
 
+# Where the machine has a GPU these inputs are valid.
+NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="valid on a machine with a GPU")
+
 # Every bad input of the README's "Faults and bad input" table: the overrides (``{data}`` is a folder of
 # generated feature files, see ``data``) and the message, which names the key, the value and the fix.
 BAD_INPUTS = [
@@ -37,7 +40,7 @@ BAD_INPUTS = [
         r"noise.rat=0.2 is not an option of noisydml.noise.UniformNoise .*did you mean noise.rate\?",
     ),
     (["seed=abc"], r"seed=abc is not an integer; give one, e.g. seed=0"),
-    (["seed=-1"], r"seed=-1 must be >= 0"),
+    (["seed=-1"], r"seed=-1 is outside \[0, 4294967296\)"),
     (["optimizer.lr=-1"], r"optimizer.lr=-1 must be > 0; e.g. optimizer.lr=1e-3"),
     (["optimizer.lr=0"], r"optimizer.lr=0 must be > 0"),
     (["optimizer.weight_decay=-0.1"], r"optimizer.weight_decay=-0.1 must be >= 0"),
@@ -104,6 +107,68 @@ BAD_INPUTS = [
         r"method=zhang2023/bspml is loss=bspml, but loss=triplet was given, which would record a triplet run "
         r"as zhang2023/bspml; drop loss=triplet to run the method, or drop method= to run loss=triplet",
     ),
+    (["seed=99999999999999999999"], r"seed=99999999999999999999 is outside \[0, 4294967296\); e.g. seed=0"),
+    (
+        ["scheduler=multistep", "scheduler.milestones=[abc]"],
+        r"scheduler.milestones=\[abc\]: abc is not an integer; give one, e.g. scheduler.milestones=\[30\]",
+    ),
+    (
+        ["scheduler=multistep", "scheduler.milestones=10"],
+        r"scheduler.milestones=10 is not a list; give one, e.g. scheduler.milestones=\[30\]",
+    ),
+    (["scheduler=cosine", "scheduler.T_max=0"], r"scheduler.T_max=0 must be >= 1; e.g. scheduler.T_max=20"),
+    (
+        ["+optimizer.betas=[0.9]"],
+        r"optimizer.betas=\[0.9\] needs 2 values; e.g. optimizer.betas=\[0.9,0.999\]",
+    ),
+    (
+        ["metrics.recall_ks=[0]"],
+        r"metrics.recall_ks=\[0\]: 0 must be >= 1; e.g. metrics.recall_ks=\[1,2,4,8\]",
+    ),
+    (["metrics.recall_ks=[-1]"], r"metrics.recall_ks=\[-1\]: -1 must be >= 1"),
+    (["metrics.recall_ks=abc"], r"metrics.recall_ks=abc is not a list; give one, e.g. metrics.recall_ks="),
+    (
+        ["metrics.recall_ks=[100000]"],
+        r"metrics.recall_ks=\[100000\]: Recall@100000 needs more than the \d+ neighbours each test query has",
+    ),
+    (
+        ["metrics.recall_ks=[]"],
+        r"optimized_metric=val/recall@1 is not a metric this run logs \(it logs: val/map@r, val/nmi\)",
+    ),
+    (
+        ["optimized_metric=val/recal@1"],
+        r"optimized_metric=val/recal@1 is not a metric .* did you mean optimized_metric=val/recall@1\?",
+    ),
+    (
+        ["callbacks.early_stop={_target_: pytorch_lightning.callbacks.EarlyStopping, monitor: val/nope}"],
+        r"callbacks.early_stop.monitor=val/nope is not a metric this run logs \(it logs: val/recall@1",
+    ),
+    (
+        ["callbacks.early_stop={monitor: val/recall@1}"],
+        r"callbacks.early_stop={monitor: val/recall@1} has no _target_, the class it builds; give it, e.g. ",
+    ),
+    (
+        ["callbacks.checkpoint.dirpath=/proc/noisydml"],
+        r"callbacks.checkpoint.dirpath=/proc/noisydml cannot be written \(.*\); choose a writable folder",
+    ),
+    pytest.param(
+        ["trainer.accelerator=gpu"],
+        r"trainer.accelerator=gpu but torch finds no GPU on this machine; use trainer.accelerator=cpu",
+        marks=NO_GPU,
+    ),
+    pytest.param(
+        ["trainer.devices=4096"], r"trainer.devices=4096: this machine has \d+ CPU cores", marks=NO_GPU
+    ),
+    (["trainer.devices=0"], r"trainer.devices=0: this machine has .*; use trainer.devices=1"),
+    pytest.param(
+        ["trainer.precision=16-mixed"],
+        r"trainer.precision=16-mixed needs a GPU: on the CPU Lightning would run bf16-mixed instead",
+        marks=NO_GPU,
+    ),
+    (
+        ["noise=from_file"],
+        r"noise.root \(noise=from_file\) cannot be resolved: .*dataset.root",
+    ),
     (["dataset=cub", "paths.data_dir=/nonexistent"], r"cub: images.txt not found under dataset.root"),
     (
         ["dataset=features", "dataset.root={data}/nan", "backbone.trunk.in_features=8"],
@@ -154,7 +219,8 @@ def test_bad_input_is_refused_before_training_with_key_value_and_fix(
 def test_the_bad_input_table_has_at_least_30_rows_and_the_readme_lists_each():
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert len(BAD_INPUTS) >= 30
-    for overrides, _ in BAD_INPUTS:
+    for case in BAD_INPUTS:
+        overrides = case.values[0] if hasattr(case, "values") else case[0]
         assert f"`{overrides[-1].replace('{data}', '<data>')}`" in readme, overrides
 
 
@@ -195,7 +261,7 @@ def test_a_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_checkpoint(
     cfg = compose_config(
         "loss._target_=test_bad_input.NaNAfter", "trainer.max_epochs=3", "data.batches_per_epoch=2"
     )
-    with pytest.raises(FloatingPointError, match=r"loss NaNAfter is nan at epoch 2, step 4"):
+    with pytest.raises(FloatingPointError, match=r"loss NaNAfter is nan at epoch 3, step 4"):
         train(cfg)
     checkpoint = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
     assert torch.load(checkpoint, weights_only=True)["global_step"] == 4

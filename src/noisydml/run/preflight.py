@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import math
+import os
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ import pytorch_lightning as pl
 import torch
 import yaml
 from hydra.utils import get_object, instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from torch.utils.data import default_collate
 
 from noisydml import CONFIG_DIR
@@ -58,6 +59,9 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     """Check and build everything training needs, refusing bad input before the first step."""
     check_config(cfg)
     check_method(choices)
+    check_hardware(cfg)
+    for key, path in _checkpoint_dirs(cfg):
+        check_output_dir(Path(path), key)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
     choose_wandb_mode()
     quiet_wandb()
@@ -83,6 +87,7 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
         seed=cfg.seed,
         **cfg.module,
     )
+    check_metrics(cfg, datamodule, model.metrics)
     check_one_batch(model, datamodule, choices)
     return Prepared(checkpoint, datamodule, model)
 
@@ -91,7 +96,8 @@ INF = math.inf
 
 
 RULES = (
-    Rule("seed", int, 0, example="seed=0"),
+    # numpy's seeds are below 2**32.
+    Rule("seed", int, 0, 2**32, example="seed=0"),
     Rule("cpu_threads", int, 1, optional=True, example="cpu_threads=1"),
     # 0: evaluate the backbone as it is (BDML's PCA baseline).
     Rule("trainer.max_epochs", int, 0, example="trainer.max_epochs=20"),
@@ -103,6 +109,19 @@ RULES = (
     Rule("optimizer.lr", float, 0, open_low=True, example="optimizer.lr=1e-3"),
     Rule("optimizer.weight_decay", float, 0, optional=True, example="optimizer.weight_decay=0"),
     Rule("optimizer.momentum", float, 0, 1, optional=True, example="optimizer.momentum=0.9"),
+    Rule(
+        "optimizer.betas",
+        float,
+        0,
+        1,
+        optional=True,
+        each=True,
+        length=2,
+        example="optimizer.betas=[0.9,0.999]",
+    ),
+    Rule("scheduler.milestones", int, 1, each=True, example="scheduler.milestones=[30]"),
+    Rule("scheduler.gamma", float, 0, open_low=True, example="scheduler.gamma=0.5"),
+    Rule("scheduler.T_max", int, 1, example="scheduler.T_max=20"),
     Rule("data.P", int, 2, example="data.P=10"),
     Rule("data.K", int, 2, example="data.K=6"),
     Rule("data.batches_per_epoch", int, 1, optional=True, example="data.batches_per_epoch=100"),
@@ -156,7 +175,61 @@ def check_config(cfg: DictConfig) -> None:
         raise BadInput(
             f"trainer.max_steps={max_steps} must be -1 (no limit) or >= 1; e.g. trainer.max_steps=1000"
         )
+    _check_targets(cfg)
     _check_options(cfg)
+
+
+def _check_targets(cfg: DictConfig) -> None:
+    """Each callback, logger and trainer plugin names the class it builds: without ``_target_`` it would
+    reach Lightning as a plain dict."""
+    lists = {"callbacks": cfg.get("callbacks"), "logger": cfg.get("logger")}
+    lists["trainer.plugins"] = dict(enumerate(OmegaConf.select(cfg, "trainer.plugins", default=None) or []))
+    for section, nodes in lists.items():
+        for name, node in (nodes or {}).items():
+            if node is not None and not (isinstance(node, DictConfig) and "_target_" in node):
+                key = f"{section}.{name}" if section != "trainer.plugins" else f"{section}[{name}]"
+                raise BadInput(
+                    f"{key}={_show(node)} has no _target_, the class it builds; give it, e.g. "
+                    f"'{key}={{_target_: pytorch_lightning.callbacks.EarlyStopping, monitor: val/recall@1, "
+                    "mode: max}'"
+                )
+
+
+def _show(node: Any) -> str:
+    if isinstance(node, DictConfig):
+        return "{" + ", ".join(f"{key}: {node._get_node(key)._value()}" for key in node) + "}"
+    return str(node)
+
+
+def check_hardware(cfg: DictConfig) -> None:
+    """The devices and precision asked for exist here: Lightning would otherwise start a process per
+    device on a CPU's cores, fail deep in CUDA, or run bf16 on a CPU while the run records 16-mixed."""
+    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
+    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if accelerator in ("gpu", "cuda") and not gpus:
+        raise BadInput(
+            f"trainer.accelerator={accelerator} but torch finds no GPU on this machine; use "
+            "trainer.accelerator=cpu (or auto), or run on a GPU node"
+        )
+    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and gpus > 0)
+    if isinstance(devices, bool) or not (devices == "auto" or isinstance(devices, (int, ListConfig))):
+        raise BadInput(
+            f"trainer.devices={devices} is not a number of devices; e.g. trainer.devices=1 (or auto)"
+        )
+    if isinstance(devices, int) and devices != -1:
+        have = gpus if on_gpu else os.cpu_count() or 1
+        what = f"{gpus} GPU(s)" if on_gpu else f"{have} CPU cores (a process per device)"
+        if not 1 <= devices <= have:
+            raise BadInput(
+                f"trainer.devices={devices}: this machine has {what}; use trainer.devices=1, up to {have}"
+            )
+    precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
+    if not on_gpu and precision in ("16-mixed", "16"):
+        raise BadInput(
+            f"trainer.precision={precision} needs a GPU: on the CPU Lightning would run bf16-mixed instead; "
+            "use trainer.precision=32-true, or bf16-mixed"
+        )
 
 
 def check_method(choices: dict[str, str]) -> None:
@@ -292,17 +365,64 @@ def _change(old: dict, new: dict, key: str) -> str:
     return f"{key}: {value(old)} there, {value(new)} here"
 
 
-def check_output_dir(path: Path) -> None:
-    """The run directory can be created and written (a read-only or full file system fails here)."""
+def check_output_dir(path: Path, key: str = "paths.output_dir") -> None:
+    """The run directory (or another folder a run writes, named by its ``key``, which is left as it was
+    found) can be created and written (a read-only or full file system fails here)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as error:
+        fix = "hydra.run.dir=... (or hydra.sweep.dir=...)" if key == "paths.output_dir" else f"{key}=..."
         raise BadInput(
-            f"paths.output_dir={path} cannot be written ({error.strerror}); choose a writable folder with "
-            "hydra.run.dir=... (or hydra.sweep.dir=...)"
+            f"{key}={path} cannot be written ({error.strerror}); choose a writable folder with {fix}"
         ) from error
+    finally:
+        if key != "paths.output_dir":
+            for folder in missing:
+                if folder.is_dir():
+                    folder.rmdir()
+
+
+def _checkpoint_dirs(cfg: DictConfig) -> list[tuple[str, str]]:
+    callbacks = cfg.get("callbacks") or {}
+    return [
+        (f"callbacks.{name}.dirpath", node.dirpath)
+        for name, node in callbacks.items()
+        if isinstance(node, DictConfig) and node.get("dirpath")
+    ]
+
+
+def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
+    """Recall@K can be scored on the splits the run scores, and every metric a callback or the checkpoint
+    selection watches (``optimized_metric``, an early stop's ``monitor``) is one the run logs."""
+    ks = evaluator.options["recall_ks"]
+    mask = datamodule.query_mask
+    # A query's candidates: the gallery, or every other item (leave-one-out).
+    candidates = {"test": int((~mask).sum()) if mask is not None else len(datamodule.splits.test) - 1}
+    if datamodule.val_set is not None:
+        candidates["validation"] = len(datamodule.val_set) - 1
+    for split, count in candidates.items():
+        if ks and max(ks) > count:
+            raise BadInput(
+                f"metrics.recall_ks=[{','.join(map(str, ks))}]: Recall@{max(ks)} needs more than the {count} "
+                f"neighbours each {split} query has; use K up to {count}, e.g. metrics.recall_ks=[1,2,4,8]"
+            )
+    stages = datamodule.validation_stages
+    logged = [f"{stage}/{name}" for stage in stages for name in evaluator.names()]
+    watched = {"optimized_metric": cfg.get("optimized_metric")}
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if isinstance(node, DictConfig) and node.get("monitor"):
+            watched[f"callbacks.{name}.monitor"] = node.monitor
+    for key, metric in watched.items():
+        if metric and str(metric).split("/", 1)[0] in stages and metric not in logged:
+            close = difflib.get_close_matches(str(metric), logged, n=1)
+            hint = f"; did you mean {key}={close[0]}?" if close else ""
+            raise BadInput(
+                f"{key}={metric} is not a metric this run logs (it logs: {', '.join(logged) or 'none'}); "
+                f"choose one of them{hint}"
+            )
 
 
 def check_noise(cfg: DictConfig, num_classes: int) -> None:

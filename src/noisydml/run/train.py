@@ -150,7 +150,8 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
     run.previous_checkpoint.unlink(missing_ok=True)
     print(f"\n{format_metrics(model.test_metrics)}\n")
     if selection is not None and "epoch" in selection:
-        epochs = f"epoch {selection['epoch']} of 0-{selection['last_epoch']}"
+        # Counted from 1, as the epoch lines are (results.json and the CSV keep Lightning's 0-based epoch).
+        epochs = f"epoch {selection['epoch'] + 1}/{selection['last_epoch'] + 1}"
         print(f"tested {epochs}, selected by {selection['metric']} (the last epoch's: test_last/...)")
     print(f"run directory: {run.path.resolve()}\nresults: {results}")
     return metrics
