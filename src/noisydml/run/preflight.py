@@ -21,7 +21,6 @@ import difflib
 import inspect
 import math
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.wandb_mode import choose_wandb_mode
 from noisydml.run.results import config_differences
-from noisydml.utils.checks import Rule, check_value
+from noisydml.utils.checks import Rule, check_value, check_writable
 from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir
@@ -367,22 +366,10 @@ def _change(old: dict, new: dict, key: str) -> str:
 
 def check_output_dir(path: Path, key: str = "paths.output_dir") -> None:
     """The run directory (or another folder a run writes, named by its ``key``, which is left as it was
-    found) can be created and written (a read-only or full file system fails here)."""
-    missing = [p for p in (path, *path.parents) if not p.exists()]
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as error:
-        fix = "hydra.run.dir=... (or hydra.sweep.dir=...)" if key == "paths.output_dir" else f"{key}=..."
-        raise BadInput(
-            f"{key}={path} cannot be written ({error.strerror}); choose a writable folder with {fix}"
-        ) from error
-    finally:
-        if key != "paths.output_dir":
-            for folder in missing:
-                if folder.is_dir():
-                    folder.rmdir()
+    found) can be created and written."""
+    run_dir = key == "paths.output_dir"
+    fix = "hydra.run.dir=... (or hydra.sweep.dir=...)" if run_dir else f"{key}=..."
+    check_writable(path, key, fix, keep=run_dir)
 
 
 def _checkpoint_dirs(cfg: DictConfig) -> list[tuple[str, str]]:

@@ -9,8 +9,10 @@ from the command line or from Python.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from noisydml.utils.errors import BadInput
@@ -85,3 +87,22 @@ def check_fraction(key: str, value: Any, example: float = 0.2) -> float:
     """A fraction in ``[0, 1)``: a noise rate, a share of samples held out or hidden."""
     check_value(Rule(key, float, 0, 1, example=f"{key.split('[')[0]}={example}"), value)
     return float(value)
+
+
+def check_writable(path: Path, key: str, fix: str, keep: bool = True) -> None:
+    """The folder ``path`` (the value of ``key``) can be created and written (a read-only mount, a full
+    disk, ``/proc``); ``keep=False`` removes the folders the check created."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise BadInput(
+            f"{key}={path} cannot be written ({error.strerror}); choose a writable folder with {fix}"
+        ) from None
+    finally:
+        if not keep:
+            for folder in missing:
+                if folder.is_dir():
+                    folder.rmdir()
