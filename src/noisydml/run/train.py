@@ -27,7 +27,7 @@ from noisydml.loggers.resumable_csv import keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.run.preflight import check_output_dir, check_run_directory, prepare
 from noisydml.run.results import format_metrics, versions
-from noisydml.run.selection import test_selected, watched_callbacks
+from noisydml.run.selection import ValidateLastEpoch, test_selected, watched_callbacks
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.atomic import atomic_write
 from noisydml.utils.errors import BadInput
@@ -174,7 +174,7 @@ def _build(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]
             # What W&B lost of the run before its checkpoint (a kill cuts its buffered steps), from the CSV.
             logger.log_rows(history)
     callbacks = [instantiate(callback) for callback in cfg.callbacks.values() if callback is not None]
-    callbacks = watched_callbacks(callbacks, datamodule.validation_stages)
+    callbacks = [*watched_callbacks(callbacks, datamodule.validation_stages), ValidateLastEpoch()]
     bar = wants_progress_bar(cfg.trainer.enable_progress_bar)
     callbacks.append(progress_bar() if bar else EpochLine())
     plugins = [instantiate(plugin) for plugin in cfg.trainer.get("plugins") or []]
