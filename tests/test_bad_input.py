@@ -66,6 +66,11 @@ BAD_INPUTS = [
     ),
     (["data.val_fraction=1.5"], r"data.val_fraction=1.5 is outside \[0, 1\)"),
     (["data.val_split=random"], r"data.val_split='random' is not one of"),
+    (
+        ["data.val_fraction=0.99"],
+        r"data.val_fraction=0.99 leaves too little to train on \(data.K=6 is larger than every class .*\); "
+        r"lower data.val_fraction",
+    ),
     (["data.num_workers=-1"], r"data.num_workers=-1 must be >= 0"),
     (["data.unlabeled_fraction=1.0"], r"data.unlabeled_fraction=1.0 is outside \[0, 1\)"),
     (["dataset.test_fraction=0"], r"dataset.test_fraction=0 is outside \(0, 1\)"),

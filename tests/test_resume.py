@@ -6,13 +6,16 @@ import csv
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from noisydml.callbacks.checkpointing import AtomicCheckpointIO
 from noisydml.run.train import train
 from noisydml.utils.errors import BadInput
 from wandb_records import records
@@ -213,3 +216,23 @@ def test_a_checkpoint_continues_only_the_config_that_wrote_it(compose_config, ca
     train(compose_config(*RUN, "noise.rate=0.4", "resume=never"))
     assert "resuming from" not in capsys.readouterr().out
     assert json.loads((run_dir / "results.json").read_text())["config"]["noise"]["rate"] == 0.4
+
+
+def test_a_checkpoint_that_does_not_fit_says_no_space_left_and_keeps_the_last_one(tmp_path):
+    """A full disk, as a file-size limit: torch's own message would be "unexpected pos"."""
+    last = tmp_path / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"weights": torch.zeros(10)}, last)
+    kept = last.read_bytes()
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, limits[1]))
+    try:
+        with pytest.raises(
+            OSError, match=rf"no space left to write {last} \(the disk is full, or a quota or"
+        ):
+            io.save_checkpoint({"weights": torch.zeros(1_000_000)}, last)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert last.read_bytes() == kept and [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]

@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+from noisydml.callbacks.divergence import DivergenceWarning
 from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_bar
 from noisydml.loggers.resumable_csv import keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
@@ -174,7 +175,11 @@ def _build(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]
             # What W&B lost of the run before its checkpoint (a kill cuts its buffered steps), from the CSV.
             logger.log_rows(history)
     callbacks = [instantiate(callback) for callback in cfg.callbacks.values() if callback is not None]
-    callbacks = [*watched_callbacks(callbacks, datamodule.validation_stages), ValidateLastEpoch()]
+    callbacks = [
+        *watched_callbacks(callbacks, datamodule.validation_stages),
+        ValidateLastEpoch(),
+        DivergenceWarning(),
+    ]
     bar = wants_progress_bar(cfg.trainer.enable_progress_bar)
     callbacks.append(progress_bar() if bar else EpochLine())
     plugins = [instantiate(plugin) for plugin in cfg.trainer.get("plugins") or []]
