@@ -15,7 +15,7 @@ from pathlib import Path
 import hydra
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import OverrideParseException
+from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig
 
 from noisydml import CONFIG_DIR
@@ -69,11 +69,15 @@ def check_arguments(argv: list[str]) -> None:
                 f"characters for Hydra, e.g. \"{key}='{value}'\""
             ) from None
         key = override.key_or_group
-        values = (
-            list(override.sweep_string_iterator())
-            if override.is_sweep_override()
-            else [override.get_value_element_as_str()]
-        )
+        try:
+            values = (
+                list(override.sweep_string_iterator())
+                if override.is_sweep_override()
+                else [override.get_value_element_as_str()]
+            )
+        except HydraException:
+            # An interval (an Optuna search space) has no values to list; its sweeper checks it.
+            continue
         if (CONFIG_DIR / key).is_dir() and not key.startswith("hydra") and not override.is_delete():
             for value in values:
                 _check_option(key, value)

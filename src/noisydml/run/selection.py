@@ -74,6 +74,9 @@ def test_selected(
         # test/ -> test_last/, test_train/ -> test_last_train/ (data.score_train).
         last = {"test_last" + name.removeprefix("test"): value for name, value in model.test_metrics.items()}
         metrics.update(last)
+        # Logged as a second test would have logged them, so the loggers hold every metric of the run.
+        for logger in trainer.loggers:
+            logger.log_metrics(last, step=trainer.global_step)
     else:
         model.test_stage = "test_last"
         trainer.test(model, datamodule=datamodule, verbose=False)
