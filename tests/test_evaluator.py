@@ -46,3 +46,18 @@ def test_classification_metrics_take_the_training_embeddings_as_reference():
     assert metrics["knn_accuracy@1"] == pytest.approx(3 / 5)
     with pytest.raises(ValueError, match=r"pass reference=\(embeddings, labels\)"):
         evaluator(EMBEDDINGS, LABELS)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        ["recall_ks=[]", "nmi_seeds=2", "nmi_plus_factor=2", "map_full=true"],
+        ["recall_ks=[1]", "nmi=false", "map_at_r=false", "ncm_accuracy=true", "knn_accuracy_k=1"],
+    ],
+)
+def test_the_names_an_evaluator_announces_are_the_metrics_it_returns(overrides):
+    """What preflight checks optimized_metric and an early stop's monitor against."""
+    # Five items: at most four neighbours each.
+    evaluator = load("metrics", "default", "recall_ks=[1,2]", *overrides)
+    assert evaluator.names() == list(evaluator(EMBEDDINGS, LABELS, reference=REFERENCE))

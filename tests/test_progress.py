@@ -70,6 +70,8 @@ def test_logged_values_are_read_only_at_logging_steps_and_the_bar_shows_the_loss
         "data.batches_per_epoch=7",
         "trainer.log_every_n_steps=3",
         "optimizer=sgd",
+        # Training steps only: the last epoch is always validated, and validating reads its scores.
+        "data.val_fraction=0",
         "+callbacks.reads._target_=test_progress.ReadsPerStep",
     )
     train(cfg)

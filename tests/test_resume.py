@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from pytorch_lightning.utilities.exceptions import SIGTERMException
+import torch
 
+from noisydml.callbacks.checkpointing import AtomicCheckpointIO
 from noisydml.run.train import train
 from noisydml.utils.errors import BadInput
 from wandb_records import records
@@ -31,7 +35,7 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_same_metrics(compose_config, tm
 
     interrupted = compose_config(*RUN, *KILL)
     run_dir = Path(interrupted.paths.output_dir)
-    with pytest.raises(SIGTERMException):
+    with pytest.raises(SystemExit, match=str(128 + signal.SIGTERM)):
         train(interrupted)
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert json.loads((run_dir / "results.json").read_text())["status"] == "interrupted"
@@ -51,7 +55,7 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_same_metrics(compose_config, tm
 def test_a_corrupt_checkpoint_is_named_with_the_fix_and_the_previous_one_resumes(compose_config):
     uninterrupted = train(compose_config(*RUN, run="uninterrupted"))
     interrupted = compose_config(*RUN, *KILL)
-    with pytest.raises(SIGTERMException):
+    with pytest.raises(SystemExit, match=str(128 + signal.SIGTERM)):
         train(interrupted)
     last = Path(interrupted.paths.output_dir) / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[:1000])  # a copy cut short
@@ -73,7 +77,9 @@ def test_a_finished_run_is_skipped_and_never_overwritten(compose_config, capsys)
     assert "already complete; skipping" in capsys.readouterr().out
     assert results.read_text() == written
 
-    with pytest.raises(FileExistsError, match=r"different config \(differs in: noise.rate\)"):
+    with pytest.raises(
+        BadInput, match=r"holds a finished run of another config \(noise.rate: 0.2 there, 0.4 here\)"
+    ):
         train(compose_config("noise.rate=0.4"))
     assert json.loads(results.read_text())["config"]["noise"]["rate"] == 0.2
 
@@ -91,6 +97,8 @@ CLI_RUN = [*RUN, "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=fal
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {"WANDB_MODE": "offline", "PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+    # The source under test, where it is not the installed one.
+    env.update({k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ})
     return subprocess.run([NOISYDML, *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -103,33 +111,128 @@ def wandb_run_ids(run_dir: Path) -> set[str]:
     return {path.name.rsplit("-", 1)[-1] for path in (run_dir / "wandb").glob("offline-run-*")}
 
 
-@pytest.mark.slow
-def test_a_killed_run_prints_the_command_that_continues_it_and_its_history_is_whole(tmp_path):
-    """SIGTERM in the second epoch; the printed command finishes the run with the metrics, the CSV rows
-    and the W&B run of an uninterrupted one."""
-    whole = tmp_path / "uninterrupted"
-    assert cli(*CLI_RUN, f"hydra.run.dir={whole}", cwd=tmp_path).returncode == 0
-    run_dir = tmp_path / "killed"
-    killed = cli(*CLI_RUN, *KILL, f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert json.loads((run_dir / "results.json").read_text())["status"] == "interrupted"
-    command = re.search(r"continue it with:\n\s+(noisydml .*)", killed.stderr).group(1)
-    assert command == f"noisydml resume={run_dir}"
+def wandb_history(run_dir: Path) -> dict[int, dict[str, float]]:
+    """Every W&B value the run's offline folders hold, by W&B step; a step logged in two folders (a killed
+    run's last steps, logged again after the resume) must hold the same values in both."""
+    history: dict[int, dict[str, float]] = {}
+    for path in sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb")):
+        for record in records(path):
+            if record.WhichOneof("record_type") != "history":
+                continue
+            row = {(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in record.history.item}
+            step = row.pop("_step")
+            row = {k: v for k, v in row.items() if k not in ("_timestamp", "_runtime")}
+            if "trainer/global_step" in row:
+                assert row["trainer/global_step"] == step, "W&B's step is not the trainer's"
+            known = history.setdefault(step, {})
+            assert all(known[k] == v for k, v in row.items() if k in known), f"step {step} logged twice"
+            known.update(row)
+    return history
 
-    resumed = cli(*command.split()[1:], cwd=tmp_path)
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> Path:
+    whole = tmp_path_factory.mktemp("uninterrupted") / "run"
+    assert cli(*CLI_RUN, f"hydra.run.dir={whole}", cwd=whole.parent).returncode == 0
+    return whole
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill", ["SIGTERM", "SIGKILL"])
+def test_a_killed_run_continues_with_its_command_to_the_whole_history_of_an_uninterrupted_one(
+    uninterrupted, tmp_path, kill
+):
+    """A preemption (SIGTERM) or a kill outright (SIGKILL: out of memory, a node failure) in the second
+    epoch; the printed (SIGTERM) or recorded (both) command finishes the run with the metrics, the CSV rows
+    and the one W&B run, every step once, of an uninterrupted run."""
+    run_dir = tmp_path / "killed"
+    fault = [*KILL[:2], f"+callbacks.fault.signal={kill}"]
+    killed = cli(*CLI_RUN, *fault, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    # A run that did not finish is not a success to a scheduler or a script.
+    assert killed.returncode == (128 + signal.SIGTERM if kill == "SIGTERM" else -signal.SIGKILL)
+    recorded = json.loads((run_dir / "results.json").read_text())
+    assert recorded["status"] == ("interrupted" if kill == "SIGTERM" else "running")
+    assert recorded["resume"] == f"noisydml resume={run_dir}"
+    if kill == "SIGTERM":
+        printed = re.search(r"continue it with:\n\s+(noisydml .*)", killed.stderr).group(1)
+        assert printed == recorded["resume"]
+
+    # The fault is one of the run's overrides; a SIGKILL's run resumes before the step it fired at.
+    resumed = cli(*recorded["resume"].split()[1:], "callbacks.fault=null", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from" in resumed.stdout
     results = json.loads((run_dir / "results.json").read_text())
     assert results["status"] == "finished"
-    assert results["metrics"] == json.loads((whole / "results.json").read_text())["metrics"]
+    assert results["metrics"] == json.loads((uninterrupted / "results.json").read_text())["metrics"]
     # Every step once, in order, with the values of the uninterrupted run.
-    assert metrics_rows(run_dir) == metrics_rows(whole)
+    assert metrics_rows(run_dir) == metrics_rows(uninterrupted)
     assert len(wandb_run_ids(run_dir)) == 1 and len(list((run_dir / "wandb").glob("offline-run-*"))) == 2
-    steps = [
-        int(item.value_json)
-        for path in (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
-        for record in records(path)
-        if record.WhichOneof("record_type") == "history"
-        for item in record.history.item
-        if (item.key or "/".join(item.nested_key)) == "trainer/global_step"
-    ]
-    assert sorted(set(steps)) == sorted({int(row["step"]) for row in metrics_rows(whole)})
+    assert wandb_history(run_dir) == wandb_history(uninterrupted)
+
+
+def snapshot(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def test_resuming_a_finished_run_with_another_config_is_refused_and_touches_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    tiny = ["trainer.max_epochs=1", "data.batches_per_epoch=2", "logger=csv", "cpu_threads=1"]
+    assert (
+        cli(*tiny, "trainer.enable_progress_bar=false", f"hydra.run.dir={run_dir}", cwd=tmp_path).returncode
+        == 0
+    )
+    before = snapshot(run_dir)
+
+    changed = cli(f"resume={run_dir}", "backbone.embedding_size=64", cwd=tmp_path)
+    assert changed.returncode == 1
+    message = (
+        f"{run_dir} holds a finished run of another config (backbone.embedding_size: 32 there, 64 here), "
+        "which is left as it is; run without resume= for a new directory"
+    )
+    assert message in changed.stderr and "Traceback" not in changed.stderr
+    assert snapshot(run_dir) == before
+
+    again = cli(f"resume={run_dir}", cwd=tmp_path)
+    assert again.returncode == 0 and "already complete; skipping" in again.stdout
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.slow
+def test_a_checkpoint_continues_only_the_config_that_wrote_it(compose_config, capsys):
+    interrupted = compose_config(*RUN, *KILL)
+    with pytest.raises(SystemExit):
+        train(interrupted)
+    run_dir = Path(interrupted.paths.output_dir)
+    before = snapshot(run_dir)
+
+    with pytest.raises(
+        BadInput, match=r"holds a checkpoint of another config \(noise.rate: 0.2 there, 0.4 here\)"
+    ):
+        train(compose_config(*RUN, "noise.rate=0.4"))
+    assert snapshot(run_dir) == before
+
+    # Started over at 0.4: the 0.2 checkpoints go, nothing of them is continued.
+    capsys.readouterr()
+    train(compose_config(*RUN, "noise.rate=0.4", "resume=never"))
+    assert "resuming from" not in capsys.readouterr().out
+    assert json.loads((run_dir / "results.json").read_text())["config"]["noise"]["rate"] == 0.4
+
+
+def test_a_checkpoint_that_does_not_fit_says_no_space_left_and_keeps_the_last_one(tmp_path):
+    """A full disk, as a file-size limit: torch's own message would be "unexpected pos"."""
+    last = tmp_path / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"weights": torch.zeros(10)}, last)
+    kept = last.read_bytes()
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, limits[1]))
+    try:
+        with pytest.raises(
+            OSError, match=rf"no space left to write {last} \(the disk is full, or a quota or"
+        ):
+            io.save_checkpoint({"weights": torch.zeros(1_000_000)}, last)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert last.read_bytes() == kept and [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]

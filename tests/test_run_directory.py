@@ -79,12 +79,12 @@ def test_a_failed_run_records_why_and_the_report_says_it(compose_config, tmp_pat
     run_dir = Path(cfg.paths.output_dir)
     results = json.loads((run_dir / "results.json").read_text())
     assert results["status"] == "failed" and results["error_type"] == "FloatingPointError"
-    assert results["error"].startswith("loss NaNAfter is nan at epoch 2, step 4")
+    assert results["error"].startswith("loss NaNAfter is nan at epoch 3, step 4")
     assert "Traceback" in (run_dir / results["traceback"]).read_text()
 
     report = write_report([run_dir], tmp_path / "reports", name="r")
     text = (report.directory / "report.md").read_text()
-    assert f"## Failed runs\n\n- `{run_dir}`: failed: loss NaNAfter is nan at epoch 2, step 4" in text
+    assert f"## Failed runs\n\n- `{run_dir}`: failed: loss NaNAfter is nan at epoch 3, step 4" in text
     with (report.directory / "runs.csv").open(newline="") as f:
         (row,) = csv.DictReader(f)
     assert row["status"] == "failed" and row["error"].startswith("failed: loss NaNAfter is nan")

@@ -196,3 +196,31 @@ def test_early_stopping_watches_a_validation_metric(compose_config):
 def test_bad_validation_options_stop_before_training(compose_config, overrides, message):
     with pytest.raises(ValueError, match=message):
         train(compose_config(*overrides))
+
+
+def test_the_last_epoch_is_always_validated_and_epoch_lines_show_only_validations_that_ran(
+    compose_config, capsys
+):
+    """Validation every 3 epochs of 5: epochs 3 and 5 (the last) are validated, and only their lines show
+    val/ values; with max_epochs below the interval the run would otherwise never validate."""
+    cfg = compose_config(
+        "trainer.max_epochs=5", "data.batches_per_epoch=2", "trainer.check_val_every_n_epoch=3"
+    )
+    train(cfg)
+    with (Path(cfg.paths.output_dir) / "csv" / "metrics.csv").open(newline="") as f:
+        validated = [int(row["epoch"]) for row in csv.DictReader(f) if row.get("val/recall@1")]
+    assert validated == [2, 4]
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch ")]
+    assert [("val/recall@1=" in line) for line in lines] == [False, False, True, False, True]
+
+    short = compose_config("trainer.max_epochs=2", "data.batches_per_epoch=2", run="short")
+    train(short)
+    selection = json.loads((Path(short.paths.output_dir) / "results.json").read_text())["selection"]
+    assert selection["epoch"] == selection["last_epoch"] == 1
+
+
+def test_metrics_csv_ends_its_lines_with_lf(compose_config):
+    cfg = compose_config("trainer.max_epochs=2", "data.batches_per_epoch=2")
+    train(cfg)
+    text = (Path(cfg.paths.output_dir) / "csv" / "metrics.csv").read_bytes()
+    assert b"\r" not in text and text.count(b"\n") > 4

@@ -14,6 +14,7 @@ validation metric, which the test split is scored with (``noisydml.run.selection
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,19 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     ) -> None:
         path = Path(path)
         keep = path.with_name(PREVIOUS) if path.name == LAST else None
-        with atomic_write(path, "wb", keep_previous=keep) as f:
-            torch.save(checkpoint, f)
+        try:
+            with atomic_write(path, "wb", keep_previous=keep) as f:
+                torch.save(checkpoint, f)
+        except (OSError, RuntimeError) as error:
+            # A short write surfaces from torch as "unexpected pos ..." and names neither file nor cause.
+            short = isinstance(error, RuntimeError) and "unexpected pos" in str(error)
+            if not (short or getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)):
+                raise
+            raise OSError(
+                errno.ENOSPC,
+                f"no space left to write {path} (the disk is full, or a quota or file-size limit is "
+                "reached); free space, then continue the run with the command it printed",
+            ) from error
 
     def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None):
         return torch.load(path, map_location=map_location or "cpu", weights_only=True)

@@ -68,13 +68,19 @@ def progress_bar() -> pl.Callback:
 
 
 class EpochLine(pl.Callback):
-    """Prints ``epoch 3/20: train/loss=0.1234 val/recall@1=0.9012 (1.8 s)`` after each training epoch."""
+    """Prints ``epoch 3/20: train/loss=0.1234 val/recall@1=0.9012 (1.8 s)`` after each training epoch; the
+    validation's values only on the epochs that validated (Lightning keeps the last ones in between)."""
 
     def __init__(self) -> None:
         self._started = time.perf_counter()
+        self._validated = False
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._started = time.perf_counter()
+        self._validated = False
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._validated = self._validated or not trainer.sanity_checking
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.is_global_zero:
@@ -82,7 +88,7 @@ class EpochLine(pl.Callback):
         values = " ".join(
             f"{name}={float(value):.4f}"
             for name, value in sorted(trainer.callback_metrics.items())
-            if name.startswith(("train/loss", "val/"))
+            if name.startswith("train/loss") or (self._validated and name.startswith("val/"))
         )
         total = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
         seconds = time.perf_counter() - self._started

@@ -127,7 +127,7 @@ class EmbeddingModule(pl.LightningModule):
         # the backward: last, so nothing else stands between the two.
         if not torch.isfinite(loss):
             raise FloatingPointError(
-                f"loss {type(self.loss).__name__} is {loss.item()} at epoch {self.current_epoch}, "
+                f"loss {type(self.loss).__name__} is {loss.item()} at epoch {self.current_epoch + 1}, "
                 f"step {self.global_step}; stopping (lower optimizer.lr or check the data)"
             )
         return loss

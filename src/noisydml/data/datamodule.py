@@ -159,7 +159,16 @@ class MetricDataModule(pl.LightningDataModule):
             noisy, labels = _subset(noisy, ~hidden), labels[~hidden]
         self.train_set = NoisyTrainSet(self.splits.train, noisy, labels)
         # Built here, not in train_dataloader, so a bad P/K fails before the Trainer starts.
-        self.sampler = self._sampler()
+        try:
+            self.sampler = self._sampler()
+        except ValueError as error:
+            if self.val_fraction == 0 or not str(error).startswith(("data.K=", "data.P=")):
+                raise
+            # The batch's shape is fine; what is left to train on after validation is not.
+            raise ValueError(
+                f"data.val_fraction={self.val_fraction} leaves too little to train on ({error}); lower "
+                "data.val_fraction"
+            ) from error
 
     @property
     def resolved_val_split(self) -> str:

@@ -3,7 +3,8 @@
 Lightning's CSVLogger deletes the metrics file of a run directory it starts in, so a resumed run kept
 only the epochs after its checkpoint. Here the rows logged after the checkpoint the run resumes from
 (a run killed after its last checkpoint logged a few more steps) are dropped instead, and the rest kept,
-so the file holds every step once.
+so the file holds every step once. Lines end with LF, as every text file of a run does (Python's csv writes
+CRLF unless told).
 """
 
 from __future__ import annotations
@@ -17,17 +18,21 @@ from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from noisydml.utils.atomic import atomic_write
 
 
-def keep_rows_before(path: Path, step: int) -> None:
+def keep_rows_before(path: Path, step: int) -> list[dict[str, str]]:
     """Rewrite the metrics CSV at ``path`` with only its rows logged before global step ``step`` (all of
-    them gone for ``step=0``: a run started over)."""
+    them gone for ``step=0``: a run started over); return them."""
     if not path.is_file():
-        return
+        return []
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         fields, rows = reader.fieldnames or [], [row for row in reader if int(row["step"]) < step]
+    _write(path, fields, rows)
+    return rows
+
+
+def _write(path: Path, fields: list[str], rows: list[dict]) -> None:
     with atomic_write(path) as f:
-        # csv's CRLF, as Lightning writes the rows appended after these.
-        writer = csv.DictWriter(f, fieldnames=fields)
+        writer = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
 
@@ -38,6 +43,23 @@ class _AppendingWriter(ExperimentWriter):
         if self._fs.isfile(self.metrics_file_path):
             with open(self.metrics_file_path, newline="") as f:
                 self.metrics_keys = next(csv.reader(f), [])
+
+    def save(self) -> None:
+        """Append the rows logged since the last save; a new metric rewrites the file (atomically) under
+        the wider header."""
+        if not self.metrics:
+            return
+        path = Path(self.metrics_file_path)
+        if self._record_new_keys() or not path.is_file():
+            old = []
+            if path.is_file():
+                with path.open(newline="") as f:
+                    old = list(csv.DictReader(f))
+            _write(path, self.metrics_keys, old + self.metrics)
+        else:
+            with path.open("a", newline="") as f:
+                csv.DictWriter(f, fieldnames=self.metrics_keys, lineterminator="\n").writerows(self.metrics)
+        self.metrics = []
 
 
 class ResumableCSVLogger(CSVLogger):

@@ -15,6 +15,9 @@ from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
 from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, NMIAverage
 from noisydml.metrics.engine import Backend, resolve_engine
 from noisydml.metrics.evaluation import evaluate
+from noisydml.utils.checks import Rule, check_value
+
+RECALL_KS = Rule("metrics.recall_ks", int, 1, each=True, example="metrics.recall_ks=[1,2,4,8]")
 
 
 class Evaluator:
@@ -46,6 +49,7 @@ class Evaluator:
         backend: Backend = "auto",
         use_gpu: bool | None = None,
     ):
+        check_value(RECALL_KS, recall_ks)
         try:
             resolve_engine(backend, use_gpu)
         except ValueError as error:
@@ -66,6 +70,17 @@ class Evaluator:
         )
         self.ncm_accuracy = ncm_accuracy
         self.knn_accuracy_k = knn_accuracy_k
+
+    def names(self) -> list[str]:
+        """The names of the metrics a call returns (``recall@1``, ``nmi``, ...)."""
+        o = self.options
+        names = [f"recall@{k}" for k in o["recall_ks"]]
+        names += ["map@r"] * o["map_at_r"] + ["map"] * o["map_full"]
+        for key, on in (("nmi", o["nmi"]), ("nmi+", o["nmi_plus_factor"] is not None)):
+            names += [key, f"{key}_std"][: on * (1 + (o["nmi_seeds"] > 1))]
+        names += ["ncm_accuracy"] * bool(self.ncm_accuracy)
+        names += [f"knn_accuracy@{self.knn_accuracy_k}"] * bool(self.knn_accuracy_k)
+        return names
 
     @property
     def needs_reference(self) -> bool:

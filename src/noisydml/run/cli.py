@@ -8,16 +8,21 @@ applied after the stored ones (``resume_from=previous``, ``resume=never`` to sta
 
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
 
 import hydra
 import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig
 
 from noisydml import CONFIG_DIR
 from noisydml.run.numerics import apply_numerics
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
+from noisydml.utils.checks import check_writable
+from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import silence_known_noise
 from noisydml.utils.run_directory import RunDir
 
@@ -45,6 +50,59 @@ def resume_arguments(argv: list[str]) -> list[str]:
     return [*overrides, *rest, f"hydra.run.dir='{quoted}'"]
 
 
+# The longest file name most file systems take: name= is a folder of the run's path.
+NAME_MAX = 255
+
+
+def check_arguments(argv: list[str]) -> None:
+    """What Hydra would refuse with a traceback or a list, or accept and fail on later, refused in one line
+    before it starts: an override it cannot parse, an unknown group option (with the closest one), a
+    ``name=`` too long for a folder, a run or sweep folder that cannot be written."""
+    parser = OverridesParser.create()
+    for argument in (a for a in argv if "=" in a and not a.startswith("-")):
+        try:
+            (override,) = parser.parse_overrides([argument])
+        except OverrideParseException as error:
+            reason = str(error).splitlines()[0]
+            key, value = argument.split("=", 1)
+            raise BadInput(
+                f"{argument} cannot be read ({reason}); quote a value with spaces, brackets or non-ASCII "
+                f"characters for Hydra, e.g. \"{key}='{value}'\""
+            ) from None
+        key = override.key_or_group
+        try:
+            values = (
+                list(override.sweep_string_iterator())
+                if override.is_sweep_override()
+                else [override.get_value_element_as_str()]
+            )
+        except HydraException:
+            # An interval (an Optuna search space) has no values to list; its sweeper checks it.
+            continue
+        if (CONFIG_DIR / key).is_dir() and not key.startswith("hydra") and not override.is_delete():
+            for value in values:
+                _check_option(key, value)
+        if key == "name" and any(len(v.encode()) > NAME_MAX for v in values):
+            raise BadInput(
+                f"name={values[0][:40]}... is longer than the {NAME_MAX} bytes a folder name may have (runs "
+                "go in outputs/runs/<name>/); use a shorter name="
+            )
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and not override.is_sweep_override():
+            check_writable(Path(values[0]).expanduser(), key, f"{key}=...", keep=False)
+
+
+def _check_option(group: str, option: str) -> None:
+    if option == "null" or (CONFIG_DIR / group / f"{option}.yaml").is_file():
+        return
+    options = sorted(
+        str(p.relative_to(CONFIG_DIR / group).with_suffix("")) for p in (CONFIG_DIR / group).rglob("*.yaml")
+    )
+    close = difflib.get_close_matches(option, options, n=1, cutoff=0.5)
+    hint = f"; did you mean {group}={close[0]}?" if close else ""
+    shown = ", ".join(options) if len(options) <= 20 else f"the {len(options)} files of conf/{group}/"
+    raise BadInput(f"{group}={option} is not an option{hint} (options: {shown})")
+
+
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def _run(cfg: DictConfig) -> float | None:
     # Before the trainer's imports: faiss logs as it loads.
@@ -59,5 +117,10 @@ def _run(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """The ``noisydml`` command."""
-    sys.argv[1:] = resume_arguments(sys.argv[1:])
+    arguments = resume_arguments(sys.argv[1:])
+    try:
+        check_arguments(arguments)
+    except BadInput as error:
+        sys.exit(str(error))
+    sys.argv[1:] = arguments
     _run()

@@ -7,7 +7,8 @@ step; bad input is refused with the key, the value and the fix (:class:`noisydml
    no constructor checks, against its type and range (:data:`RULES`, :data:`CHOICES`), and every key of a
    ``_target_`` node against the parameters of the class it builds (a typo such as ``+noise.rat=0.2``).
    Keys their constructors check (``noise.rate``, ``data.val_fraction``) are checked there, once.
-2. :func:`check_output_dir`: the run directory can be written; the checkpoint to resume from.
+2. The checkpoint to resume from. Before any of this, :mod:`noisydml.run.train` checks the run directory
+   (:func:`check_run_directory`: it holds no other run; :func:`check_output_dir`: it can be written).
 3. The data module, with its noisy labels drawn (:func:`check_noise`), and the model.
 4. :func:`check_one_batch`: one batch through the backbone and the training step's hook sequence
    (shape mismatches, NaN inputs, a loss that cannot take its miner's tuples), without changing what
@@ -19,7 +20,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import math
-import tempfile
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +28,17 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+import yaml
 from hydra.utils import get_object, instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from torch.utils.data import default_collate
 
+from noisydml import CONFIG_DIR
 from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.wandb_mode import choose_wandb_mode
-from noisydml.utils.checks import Rule, check_value
+from noisydml.run.results import config_differences
+from noisydml.utils.checks import Rule, check_value, check_writable
 from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir
@@ -53,7 +57,10 @@ class Prepared:
 def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     """Check and build everything training needs, refusing bad input before the first step."""
     check_config(cfg)
-    check_output_dir(run.path)
+    check_method(choices)
+    check_hardware(cfg)
+    for key, path in _checkpoint_dirs(cfg):
+        check_output_dir(Path(path), key)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
     choose_wandb_mode()
     quiet_wandb()
@@ -83,6 +90,7 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
         seed=cfg.seed,
         **cfg.module,
     )
+    check_metrics(cfg, datamodule, model.metrics)
     check_one_batch(model, datamodule, choices)
     return Prepared(checkpoint, datamodule, model)
 
@@ -91,7 +99,8 @@ INF = math.inf
 
 
 RULES = (
-    Rule("seed", int, 0, example="seed=0"),
+    # numpy's seeds are below 2**32.
+    Rule("seed", int, 0, 2**32, example="seed=0"),
     Rule("cpu_threads", int, 1, optional=True, example="cpu_threads=1"),
     # 0: evaluate the backbone as it is (BDML's PCA baseline).
     Rule("trainer.max_epochs", int, 0, example="trainer.max_epochs=20"),
@@ -103,6 +112,19 @@ RULES = (
     Rule("optimizer.lr", float, 0, open_low=True, example="optimizer.lr=1e-3"),
     Rule("optimizer.weight_decay", float, 0, optional=True, example="optimizer.weight_decay=0"),
     Rule("optimizer.momentum", float, 0, 1, optional=True, example="optimizer.momentum=0.9"),
+    Rule(
+        "optimizer.betas",
+        float,
+        0,
+        1,
+        optional=True,
+        each=True,
+        length=2,
+        example="optimizer.betas=[0.9,0.999]",
+    ),
+    Rule("scheduler.milestones", int, 1, each=True, example="scheduler.milestones=[30]"),
+    Rule("scheduler.gamma", float, 0, open_low=True, example="scheduler.gamma=0.5"),
+    Rule("scheduler.T_max", int, 1, example="scheduler.T_max=20"),
     Rule("data.P", int, 2, example="data.P=10"),
     Rule("data.K", int, 2, example="data.K=6"),
     Rule("data.batches_per_epoch", int, 1, optional=True, example="data.batches_per_epoch=100"),
@@ -157,7 +179,82 @@ def check_config(cfg: DictConfig) -> None:
         raise BadInput(
             f"trainer.max_steps={max_steps} must be -1 (no limit) or >= 1; e.g. trainer.max_steps=1000"
         )
+    _check_targets(cfg)
     _check_options(cfg)
+
+
+def _check_targets(cfg: DictConfig) -> None:
+    """Each callback, logger and trainer plugin names the class it builds: without ``_target_`` it would
+    reach Lightning as a plain dict."""
+    lists = {"callbacks": cfg.get("callbacks"), "logger": cfg.get("logger")}
+    lists["trainer.plugins"] = dict(enumerate(OmegaConf.select(cfg, "trainer.plugins", default=None) or []))
+    for section, nodes in lists.items():
+        for name, node in (nodes or {}).items():
+            if node is not None and not (isinstance(node, DictConfig) and "_target_" in node):
+                key = f"{section}.{name}" if section != "trainer.plugins" else f"{section}[{name}]"
+                raise BadInput(
+                    f"{key}={_show(node)} has no _target_, the class it builds; give it, e.g. "
+                    f"'{key}={{_target_: pytorch_lightning.callbacks.EarlyStopping, monitor: val/recall@1, "
+                    "mode: max}'"
+                )
+
+
+def _show(node: Any) -> str:
+    if isinstance(node, DictConfig):
+        return "{" + ", ".join(f"{key}: {node._get_node(key)._value()}" for key in node) + "}"
+    return str(node)
+
+
+def check_hardware(cfg: DictConfig) -> None:
+    """The devices and precision asked for exist here: Lightning would otherwise start a process per
+    device on a CPU's cores, fail deep in CUDA, or run bf16 on a CPU while the run records 16-mixed."""
+    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
+    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if accelerator in ("gpu", "cuda") and not gpus:
+        raise BadInput(
+            f"trainer.accelerator={accelerator} but torch finds no GPU on this machine; use "
+            "trainer.accelerator=cpu (or auto), or run on a GPU node"
+        )
+    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and gpus > 0)
+    if isinstance(devices, bool) or not (devices == "auto" or isinstance(devices, (int, ListConfig))):
+        raise BadInput(
+            f"trainer.devices={devices} is not a number of devices; e.g. trainer.devices=1 (or auto)"
+        )
+    if isinstance(devices, int) and devices != -1:
+        have = gpus if on_gpu else os.cpu_count() or 1
+        what = f"{gpus} GPU(s)" if on_gpu else f"{have} CPU cores (a process per device)"
+        if not 1 <= devices <= have:
+            raise BadInput(
+                f"trainer.devices={devices}: this machine has {what}; use trainer.devices=1, up to {have}"
+            )
+    precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
+    if not on_gpu and precision in ("16-mixed", "16"):
+        raise BadInput(
+            f"trainer.precision={precision} needs a GPU: on the CPU Lightning would run bf16-mixed instead; "
+            "use trainer.precision=32-true, or bf16-mixed"
+        )
+
+
+def check_method(choices: dict[str, str]) -> None:
+    """A published method (``method=``) is its groups' options (``override /loss: bspml``): one of them
+    replaced on the command line would record another method's run under the method's name, so it is
+    refused."""
+    method = choices.get("method")
+    if not method:
+        return
+    path = CONFIG_DIR / "method" / f"{method}.yaml"
+    defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults", []) if path.is_file() else []
+    for entry in defaults:
+        for key, option in entry.items() if isinstance(entry, dict) else ():
+            group = key.removeprefix("override").strip().lstrip("/")
+            given = str(choices.get(group, option))
+            if given != str(option):
+                raise BadInput(
+                    f"method={method} is {group}={option}, but {group}={given} was given, which would record "
+                    f"a {given} run as {method}; drop {group}={given} to run the method, or drop method= to "
+                    f"run {group}={given} on its own"
+                )
 
 
 def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
@@ -236,17 +333,88 @@ def _parameters(target: Any) -> set[str] | None:
     return names
 
 
-def check_output_dir(path: Path) -> None:
-    """The run directory can be created and written (a read-only or full file system fails here)."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as error:
+def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None:
+    """The run directory holds no other run: return the results of a finished run of this very config
+    (to skip), None when the run may start here. Refused, before anything is written into it: a finished
+    run of another config, and a checkpoint of another config that ``resume=auto`` would continue."""
+    recorded = run.read_results()
+    if recorded is None or not isinstance(recorded.get("config"), dict):
+        return None
+    differences = config_differences(recorded["config"], resolved)
+    finished = run.finished_results() is not None
+    if not differences:
+        return recorded if finished else None
+    changed = ", ".join(_change(recorded["config"], resolved, key) for key in differences[:6])
+    more = f" and {len(differences) - 6} more" if len(differences) > 6 else ""
+    if finished:
         raise BadInput(
-            f"paths.output_dir={path} cannot be written ({error.strerror}); choose a writable folder with "
-            "hydra.run.dir=... (or hydra.sweep.dir=...)"
-        ) from error
+            f"{run.path} holds a finished run of another config ({changed}{more}), which is left as it is; "
+            "run without resume= for a new directory, or choose another with hydra.run.dir=..."
+        )
+    if resume == "auto" and run.has_checkpoint():
+        raise BadInput(
+            f"{run.path} holds a checkpoint of another config ({changed}{more}), which would continue as if "
+            f"it were this one; continue that run unchanged with: noisydml resume={run.path}, start it over "
+            "with resume=never, or choose another directory with hydra.run.dir=..."
+        )
+    return None
+
+
+def _change(old: dict, new: dict, key: str) -> str:
+    def value(config: dict) -> Any:
+        for part in key.split("."):
+            config = config.get(part) if isinstance(config, dict) else None
+        return config
+
+    return f"{key}: {value(old)} there, {value(new)} here"
+
+
+def check_output_dir(path: Path, key: str = "paths.output_dir") -> None:
+    """The run directory (or another folder a run writes, named by its ``key``, which is left as it was
+    found) can be created and written."""
+    run_dir = key == "paths.output_dir"
+    fix = "hydra.run.dir=... (or hydra.sweep.dir=...)" if run_dir else f"{key}=..."
+    check_writable(path, key, fix, keep=run_dir)
+
+
+def _checkpoint_dirs(cfg: DictConfig) -> list[tuple[str, str]]:
+    callbacks = cfg.get("callbacks") or {}
+    return [
+        (f"callbacks.{name}.dirpath", node.dirpath)
+        for name, node in callbacks.items()
+        if isinstance(node, DictConfig) and node.get("dirpath")
+    ]
+
+
+def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
+    """Recall@K can be scored on the splits the run scores, and every metric a callback or the checkpoint
+    selection watches (``optimized_metric``, an early stop's ``monitor``) is one the run logs."""
+    ks = evaluator.options["recall_ks"]
+    mask = datamodule.query_mask
+    # A query's candidates: the gallery, or every other item (leave-one-out).
+    candidates = {"test": int((~mask).sum()) if mask is not None else len(datamodule.splits.test) - 1}
+    if datamodule.val_set is not None:
+        candidates["validation"] = len(datamodule.val_set) - 1
+    for split, count in candidates.items():
+        if ks and max(ks) > count:
+            raise BadInput(
+                f"metrics.recall_ks=[{','.join(map(str, ks))}]: Recall@{max(ks)} needs more than the {count} "
+                f"neighbours each {split} query has; use K up to {count}, e.g. metrics.recall_ks=[1,2,4,8]"
+            )
+    stages = datamodule.validation_stages
+    logged = [f"{stage}/{name}" for stage in stages for name in evaluator.names()]
+    watched = {"optimized_metric": cfg.get("optimized_metric")}
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if isinstance(node, DictConfig) and node.get("monitor"):
+            watched[f"callbacks.{name}.monitor"] = node.monitor
+    for key, metric in watched.items():
+        if metric and str(metric).split("/", 1)[0] in stages and metric not in logged:
+            close = difflib.get_close_matches(str(metric), logged, n=1)
+            hint = f"; did you mean {key}={close[0]}?" if close else ""
+            raise BadInput(
+                f"{key}={metric} is not a metric this run logs (it logs: {', '.join(logged) or 'none'}); "
+                f"choose one of them{hint}"
+            )
 
 
 def check_noise(cfg: DictConfig, num_classes: int) -> None:

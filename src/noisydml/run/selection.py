@@ -19,6 +19,17 @@ from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from noisydml.callbacks.checkpointing import SelectedCheckpoint
 
 
+class ValidateLastEpoch(Callback):
+    """Validation at the last epoch whatever ``trainer.check_val_every_n_epoch`` says: ``max_epochs=3``
+    with validation every 5 epochs would otherwise hold the validation split out for nothing and select
+    no checkpoint."""
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        last = trainer.max_epochs is not None and trainer.current_epoch + 1 == trainer.max_epochs
+        if last and trainer.check_val_every_n_epoch is not None:
+            trainer.check_val_every_n_epoch = 1
+
+
 def watched_callbacks(callbacks: list[Callback], stages: list[str]) -> list[Callback]:
     """The callbacks whose monitored metric some validation loader logs.
 
@@ -63,6 +74,9 @@ def test_selected(
         # test/ -> test_last/, test_train/ -> test_last_train/ (data.score_train).
         last = {"test_last" + name.removeprefix("test"): value for name, value in model.test_metrics.items()}
         metrics.update(last)
+        # Logged as a second test would have logged them, so the loggers hold every metric of the run.
+        for logger in trainer.loggers:
+            logger.log_metrics(last, step=trainer.global_step)
     else:
         model.test_stage = "test_last"
         trainer.test(model, datamodule=datamodule, verbose=False)

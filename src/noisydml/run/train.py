@@ -7,6 +7,7 @@ traceback in ``error.log``) or interrupted (with the command that continues it).
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import traceback
@@ -17,19 +18,23 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+from noisydml.callbacks.divergence import DivergenceWarning
 from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_bar
 from noisydml.loggers.resumable_csv import keep_rows_before
+from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.run.numerics import numerics_record
-from noisydml.run.preflight import prepare
-from noisydml.run.results import config_differences, format_metrics, versions
-from noisydml.run.selection import test_selected, watched_callbacks
+from noisydml.run.preflight import check_output_dir, check_run_directory, prepare
+from noisydml.run.results import format_metrics, versions
+from noisydml.run.selection import ValidateLastEpoch, test_selected, watched_callbacks
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
+from noisydml.utils.atomic import atomic_write
 from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import silence_known_noise
-from noisydml.utils.run_directory import FAILED, FINISHED, INTERRUPTED, RunDir
+from noisydml.utils.run_directory import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir
 
 silence_known_noise()
 
@@ -37,20 +42,30 @@ silence_known_noise()
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run one experiment described by a composed config; return its metrics (test and validation)."""
     run = RunDir(cfg.paths.output_dir)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    if (done := run.finished_results()) is not None:
-        return _already_done(run, done, resolved)
+    choices = group_choices()
+    resolved = _resolve(cfg, run, choices)
+    # Nothing is written into the directory before it is known to hold no other run.
+    if (done := check_run_directory(run, resolved, cfg.resume)) is not None:
+        print(f"{run.path} is already complete; skipping (delete its results.json to run it again)")
+        return done["metrics"]
     record = {
         "config": resolved,
-        "choices": group_choices(),
+        "choices": choices,
         "report": resolved.get("report"),
         "seed": cfg.seed,
         "numerics": numerics_record(),
     }
+    if rank_zero_only.rank == 0:
+        _start(cfg, run, record)
     try:
         return _train(cfg, run, resolved, record)
-    except (SIGTERMException, KeyboardInterrupt, SystemExit) as stop:
-        # SIGTERM: preemption, scancel, a time limit. Lightning turns Ctrl-C into SystemExit.
+    except SIGTERMException as stop:
+        # SIGTERM: preemption, scancel, a time limit. Lightning's exception exits 0, which a scheduler or a
+        # script takes for a finished job: exit as a process killed by SIGTERM does.
+        _record_end(run, record, INTERRUPTED, stop)
+        raise SystemExit(128 + signal.SIGTERM) from stop
+    except (KeyboardInterrupt, SystemExit) as stop:
+        # Lightning turns Ctrl-C into SystemExit.
         _record_end(run, record, INTERRUPTED, stop)
         raise
     except Exception as error:
@@ -58,37 +73,59 @@ def train(cfg: DictConfig) -> dict[str, float]:
         raise
 
 
+def _resolve(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> dict:
+    """The config with every interpolation resolved; one that points at a key this config lacks (e.g.
+    ``noise=from_file``'s ``${dataset.root}`` with a data set that has no folder) is refused, naming both."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None) or "?"
+        group = key.split(".")[0]
+        option = f" ({group}={choices[group]})" if group in choices else ""
+        reason = str(error).splitlines()[0]
+        bad = BadInput(
+            f"{key}{option} cannot be resolved: {reason}; choose options that go together (e.g. a dataset= "
+            f"that has the key) or set {key}=... yourself"
+        )
+        if rank_zero_only.rank == 0 and run.read_results() is None:
+            _record_end(run, {"choices": choices}, FAILED, bad)
+        raise bad from error
+
+
+def _start(cfg: DictConfig, run: RunDir, record: dict) -> None:
+    """Hydra's record of the run (``.hydra/``), and ``results.json`` saying it is running and how to
+    continue it, so that a run killed outright is seen as such; a run started over drops the checkpoints
+    of the one before it, which ``resume=auto`` would otherwise continue."""
+    check_output_dir(run.path)
+    if cfg.resume == "never":
+        for checkpoint in (run.last_checkpoint, run.previous_checkpoint):
+            checkpoint.unlink(missing_ok=True)
+    if HydraConfig.initialized():
+        hydra = HydraConfig.get()
+        files = {
+            run.config: cfg,
+            run.hydra_config: OmegaConf.create({"hydra": hydra}),
+            run.overrides: hydra.overrides.task,
+        }
+        for path, config in files.items():
+            with atomic_write(path) as f:
+                f.write(OmegaConf.to_yaml(config))
+    resume = f"noisydml resume={run.path.resolve()}"
+    run.write_results(RUNNING, resume=resume, **record, versions=versions())
+    print(f"run directory: {run.path.resolve()} (if it stops, continue it with: {resume})", flush=True)
+
+
 def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[str, float]:
     started = time.perf_counter()
     try:
-        prepared = prepare(cfg, run, record["choices"])
-    except BadInput:
-        raise
+        checkpoint, datamodule, model, trainer = _build(cfg, run, resolved, record["choices"])
     except Exception as error:
+        _finish_wandb()
+        if isinstance(error, BadInput):
+            raise
         # Anything that stops a run before its first step is the input's: one line, the traceback in
         # error.log (HYDRA_FULL_ERROR=1 prints it too).
         raise BadInput(_message(error)) from error
-    checkpoint, datamodule, model = prepared.checkpoint, prepared.datamodule, prepared.model
-    if rank_zero_only.rank == 0:
-        # The history of a resumed run continues after its checkpoint; a run started over has none.
-        keep_rows_before(run.metrics_csv, _global_step(checkpoint))
-    # A resumed run continues its W&B run (WandbLogger resumes an id it is given).
-    wandb_id = {"id": run.wandb_id()} if checkpoint is not None and run.wandb_id() else {}
-    loggers = [instantiate(logger, **(wandb_id if "id" in logger else {})) for logger in cfg.logger.values()]
-    for logger in loggers:
-        logger.log_hyperparams(resolved)
-    callbacks = [instantiate(callback) for callback in cfg.callbacks.values() if callback is not None]
-    callbacks = watched_callbacks(callbacks, datamodule.validation_stages)
-    bar = wants_progress_bar(cfg.trainer.enable_progress_bar)
-    callbacks.append(progress_bar() if bar else EpochLine())
-    plugins = [instantiate(plugin) for plugin in cfg.trainer.get("plugins") or []]
-    if SLURMEnvironment.detect():
-        # submitit owns requeueing on SLURM; Lightning's own would write a second, mid-step checkpoint
-        # that trainer.test() then silently loads.
-        plugins.append(SLURMEnvironment(auto_requeue=False))
-    trainer = instantiate(
-        cfg.trainer, logger=loggers, callbacks=callbacks, plugins=plugins, enable_progress_bar=bar
-    )
     try:
         if checkpoint is not None:
             print(f"resuming from {checkpoint}")
@@ -121,10 +158,46 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
     run.previous_checkpoint.unlink(missing_ok=True)
     print(f"\n{format_metrics(model.test_metrics)}\n")
     if selection is not None and "epoch" in selection:
-        epochs = f"epoch {selection['epoch']} of 0-{selection['last_epoch']}"
+        # Counted from 1, as the epoch lines are (results.json and the CSV keep Lightning's 0-based epoch).
+        epochs = f"epoch {selection['epoch'] + 1}/{selection['last_epoch'] + 1}"
         print(f"tested {epochs}, selected by {selection['metric']} (the last epoch's: test_last/...)")
     print(f"run directory: {run.path.resolve()}\nresults: {results}")
     return metrics
+
+
+def _build(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]) -> tuple:
+    """The checkpoint to continue from, the data, the model and the trainer with its loggers and callbacks."""
+    prepared = prepare(cfg, run, choices)
+    checkpoint, datamodule, model = prepared.checkpoint, prepared.datamodule, prepared.model
+    history = []
+    if rank_zero_only.rank == 0:
+        # The history of a resumed run continues after its checkpoint; a run started over has none.
+        history = keep_rows_before(run.metrics_csv, _global_step(checkpoint))
+    # A resumed run continues its W&B run (WandbLogger resumes an id it is given).
+    wandb_id = {"id": run.wandb_id()} if checkpoint is not None and run.wandb_id() else {}
+    loggers = [instantiate(logger, **(wandb_id if "id" in logger else {})) for logger in cfg.logger.values()]
+    for logger in loggers:
+        logger.log_hyperparams(resolved)
+        if isinstance(logger, ResumableWandbLogger):
+            # What W&B lost of the run before its checkpoint (a kill cuts its buffered steps), from the CSV.
+            logger.log_rows(history)
+    callbacks = [instantiate(callback) for callback in cfg.callbacks.values() if callback is not None]
+    callbacks = [
+        *watched_callbacks(callbacks, datamodule.validation_stages),
+        ValidateLastEpoch(),
+        DivergenceWarning(),
+    ]
+    bar = wants_progress_bar(cfg.trainer.enable_progress_bar)
+    callbacks.append(progress_bar() if bar else EpochLine())
+    plugins = [instantiate(plugin) for plugin in cfg.trainer.get("plugins") or []]
+    if SLURMEnvironment.detect():
+        # submitit owns requeueing on SLURM; Lightning's own would write a second, mid-step checkpoint
+        # that trainer.test() then silently loads.
+        plugins.append(SLURMEnvironment(auto_requeue=False))
+    trainer = instantiate(
+        cfg.trainer, logger=loggers, callbacks=callbacks, plugins=plugins, enable_progress_bar=bar
+    )
+    return checkpoint, datamodule, model, trainer
 
 
 def group_choices() -> dict[str, str]:
@@ -179,18 +252,6 @@ def _global_step(checkpoint) -> int:
     if checkpoint is None:
         return 0
     return int(torch.load(checkpoint, map_location="cpu", weights_only=True)["global_step"])
-
-
-def _already_done(run: RunDir, done: dict, resolved: dict) -> dict[str, float]:
-    """A re-run sweep skips finished jobs; a finished job of another config is never overwritten."""
-    differences = config_differences(done["config"], resolved)
-    if differences:
-        raise FileExistsError(
-            f"{run.path} already holds the results of a different config (differs in: "
-            f"{', '.join(differences[:8])}); choose another hydra.run.dir / hydra.sweep.dir"
-        )
-    print(f"{run.path} is already complete; skipping (delete its results.json to run it again)")
-    return done["metrics"]
 
 
 def _finish_wandb() -> None:

@@ -9,7 +9,10 @@ from the command line or from Python.
 from __future__ import annotations
 
 import math
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from noisydml.utils.errors import BadInput
@@ -20,7 +23,8 @@ INF = math.inf
 @dataclass(frozen=True)
 class Rule:
     """``key`` must be a ``kind`` (int, or float which takes ints too) in ``[low, high)`` (``low`` open
-    when ``open_low``); ``optional``: null is allowed; ``example`` completes the fix."""
+    when ``open_low``); ``optional``: null is allowed; ``example`` completes the fix. ``each``: the value
+    is a list whose every item obeys the rule, of ``length`` items when given."""
 
     key: str
     kind: type
@@ -29,6 +33,8 @@ class Rule:
     open_low: bool = False
     optional: bool = False
     example: str = ""
+    each: bool = False
+    length: int | None = None
 
 
 def check_value(rule: Rule, value: Any) -> None:
@@ -37,21 +43,66 @@ def check_value(rule: Rule, value: Any) -> None:
         if rule.optional:
             return
         raise BadInput(f"{rule.key}=null needs a value, e.g. {rule.example}")
+    if rule.each:
+        _check_list(rule, value)
+        return
+    if problem := _problem(rule, value):
+        forever = " (-1 would train forever)" if rule.key == "trainer.max_epochs" and value == -1 else ""
+        raise BadInput(f"{rule.key}={value} {problem}{forever}; {_fix(rule, problem)}")
+
+
+def _check_list(rule: Rule, value: Any) -> None:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise BadInput(f"{rule.key}={value} is not a list; give one, e.g. {rule.example}")
+    shown = f"[{','.join(str(item) for item in value)}]"
+    if rule.length is not None and len(value) != rule.length:
+        raise BadInput(f"{rule.key}={shown} needs {rule.length} values; e.g. {rule.example}")
+    for item in value:
+        if problem := _problem(rule, item):
+            raise BadInput(f"{rule.key}={shown}: {item} {problem}; {_fix(rule, problem)}")
+
+
+def _problem(rule: Rule, value: Any) -> str | None:
+    """What is wrong with one value for the rule, or None."""
     kinds = (int,) if rule.kind is int else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
-        what = "an integer" if rule.kind is int else "a number"
-        raise BadInput(f"{rule.key}={value} is not {what}; give one, e.g. {rule.example}")
+        return f"is not {'an integer' if rule.kind is int else 'a number'}"
     below = value <= rule.low if rule.open_low else value < rule.low
     if below or value >= rule.high or math.isnan(value):
         if rule.high == INF:
-            bound = f"must be {'>' if rule.open_low else '>='} {rule.low:g}"
-        else:
-            bound = f"is outside {'(' if rule.open_low else '['}{rule.low:g}, {rule.high:g})"
-        forever = " (-1 would train forever)" if rule.key == "trainer.max_epochs" and value == -1 else ""
-        raise BadInput(f"{rule.key}={value} {bound}{forever}; e.g. {rule.example}")
+            return f"must be {'>' if rule.open_low else '>='} {_number(rule.low)}"
+        return f"is outside {'(' if rule.open_low else '['}{_number(rule.low)}, {_number(rule.high)})"
+    return None
+
+
+def _fix(rule: Rule, problem: str) -> str:
+    return f"{'give one, ' if problem.startswith('is not') else ''}e.g. {rule.example}"
+
+
+def _number(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
 
 
 def check_fraction(key: str, value: Any, example: float = 0.2) -> float:
     """A fraction in ``[0, 1)``: a noise rate, a share of samples held out or hidden."""
     check_value(Rule(key, float, 0, 1, example=f"{key.split('[')[0]}={example}"), value)
     return float(value)
+
+
+def check_writable(path: Path, key: str, fix: str, keep: bool = True) -> None:
+    """The folder ``path`` (the value of ``key``) can be created and written (a read-only mount, a full
+    disk, ``/proc``); ``keep=False`` removes the folders the check created."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise BadInput(
+            f"{key}={path} cannot be written ({error.strerror}); choose a writable folder with {fix}"
+        ) from None
+    finally:
+        if not keep:
+            for folder in missing:
+                if folder.is_dir():
+                    folder.rmdir()

@@ -4,6 +4,8 @@ This module is the one place that names the files of a run; the trainer, the rep
 logic ask it for paths instead of spelling them. ``results.json`` is written last and atomically; its
 ``status`` says how the run ended:
 
+- ``running``: written as the run starts, with ``resume``, the command that continues it: a run killed
+  outright (SIGKILL, an out-of-memory kill, a node failure) still says what it was and how to go on;
 - ``finished``: the test metrics are in it (runs before this field was renamed say ``complete``);
 - ``failed``: ``error`` holds the message and ``traceback`` the file with the full traceback;
 - ``interrupted``: stopped by a signal (preemption, ``scancel``, a time limit) with its checkpoint
@@ -22,7 +24,7 @@ from typing import Any
 
 from noisydml.utils.atomic import atomic_write, write_json
 
-FINISHED, FAILED, INTERRUPTED = "finished", "failed", "interrupted"
+RUNNING, FINISHED, FAILED, INTERRUPTED = "running", "finished", "failed", "interrupted"
 # The status of a finished run written before the statuses above existed.
 LEGACY_FINISHED = "complete"
 CHECKPOINTS, LAST, PREVIOUS, BEST = "checkpoints", "last.ckpt", "previous.ckpt", "best.ckpt"
@@ -117,6 +119,10 @@ class RunDir:
     @property
     def wandb_dir(self) -> Path:
         return self.path / "wandb"
+
+    def has_checkpoint(self) -> bool:
+        """A checkpoint a run started here would continue from (``resume=auto``)."""
+        return self.last_checkpoint.is_file() or self.previous_checkpoint.is_file()
 
     def wandb_id(self) -> str | None:
         """The id of the W&B run this directory already holds (``wandb/latest-run`` points at
