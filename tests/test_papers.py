@@ -112,7 +112,7 @@ def test_a_sixth_paper_is_read_from_its_own_files(sixth_paper: None, tmp_path: P
     # The paper's diagnostic is read from the last epoch logged.
     assert sorted(r.metrics["train/fake_weight"] for r in runs) == [0.1] * 3 + [0.5] * 3
     verdicts = {v.claim.id: v for v in claims.evaluate(group_runs(runs))}
-    assert verdicts["fake2030-gamma"].status == claims.HELD
+    assert verdicts["fake2030-gamma"].pooled == claims.HELD
     assert verdicts["fake2030-gamma"].where == "fake2030/fig9 [digits]"
 
     report = write_report([tmp_path / "runs"], tmp_path / "out", "fake")

@@ -5,10 +5,13 @@ published claim applies and the question is whether a method still beats what it
 A method's baselines are the ``method=`` options its config declares in ``report.baselines``
 (``collect.declared_baselines``). At every setting (data set, noise model, noise rate) the method's test
 Recall@1 (checkpoint selected on the validation split) is set against each baseline's, paired by seed: one
-seed draws the same noisy labels for both. The verdict is ``statistics.paired``'s: better when the 95%
-interval of the difference lies above zero, worse below, else inconclusive (with fewer than two seeds, or
-equal differences on fewer than three, no interval can be told: inconclusive). A setting where either side
-has no complete run is missing, and says which runs it lacks.
+seed draws the same noisy labels for both. A comparison is better when the 95%
+interval of the difference lies above zero, worse below, and in either case only when its p-value survives
+Benjamini and Hochberg's adjustment over every comparison of the report (``FAMILY``): some 100 comparisons
+with no true difference would otherwise give about 5 verdicts by chance; with it, the expected share of
+false verdicts among those given stays at 5% (false discovery rate). Else inconclusive (with fewer than two
+seeds, or equal differences on fewer than three, no interval can be told: inconclusive). A setting where
+either side has no complete run is missing, and says which runs it lacks.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import csv
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +30,22 @@ from matplotlib.figure import Figure
 from noisydml.report import papers
 from noisydml.report.collect import declared_baselines, method_config
 from noisydml.report.pairing import RECALL, by_seed, gap, interval_text, peer_key
-from noisydml.report.statistics import CONTRADICTED, HELD, Paired, T, paired
+from noisydml.report.statistics import (
+    ALPHA,
+    CONTRADICTED,
+    HELD,
+    Paired,
+    T,
+    benjamini_hochberg,
+    paired,
+    seed_order,
+)
 from noisydml.report.tables import Group, Row, csv_number, format_number, md_cell, pivot, slug
 
 BETTER, WORSE, INCONCLUSIVE, MISSING = "better", "worse", "inconclusive", "missing"
 VERDICTS = {HELD: BETTER, CONTRADICTED: WORSE}
+# How the report's comparisons are adjusted for their number, as the report states it.
+FAMILY = "Benjamini-Hochberg over every comparison of this report with a p-value (false discovery rate 5%)"
 
 
 @dataclass(frozen=True)
@@ -48,11 +62,16 @@ class Comparison:
     baseline_mean: float
     result: Paired | None
     missing: str = ""
+    # The p-value after Benjamini-Hochberg over the report's comparisons (``compare_baselines``).
+    p_adjusted: float = math.nan
 
     @property
     def verdict(self) -> str:
+        """Better or worse when the interval excludes zero and the adjusted p is below ``ALPHA``."""
         if self.result is None:
             return MISSING
+        if not self.p_adjusted < ALPHA:
+            return INCONCLUSIVE
         return VERDICTS.get(self.result.verdict, INCONCLUSIVE)
 
     @property
@@ -81,6 +100,16 @@ def compare_baselines(groups: list[Group], metric: str = RECALL) -> list[Compari
                 twins = [b for b in by_option.get(option, []) if peer_key(b) == peer_key(row)]
                 for column in table.columns:
                     found.append(_compare(group, row, twins, option, column, metric))
+    return adjust(found)
+
+
+def adjust(comparisons: list[Comparison]) -> list[Comparison]:
+    """Each comparison with its Benjamini-Hochberg p over those of the list that have a result."""
+    tested = [i for i, c in enumerate(comparisons) if c.result is not None]
+    adjusted = benjamini_hochberg([comparisons[i].result.p_value for i in tested])
+    found = list(comparisons)
+    for i, p in zip(tested, adjusted, strict=True):
+        found[i] = replace(found[i], p_adjusted=p)
     return found
 
 
@@ -94,7 +123,7 @@ def _compare(group: Group, row: Row, twins: list[Row], option: str, rate: Any, m
         )
     baseline = twins[0]
     theirs = by_seed(baseline, rate, metric)
-    shared = set(mine) & set(theirs)
+    shared = seed_order(s for s in mine if s in theirs)
     if not shared:
         lacking = [gap(r, rate, "noise.rate") for r, v in ((row, mine), (baseline, theirs)) if not v]
         why = "; ".join(lacking) or "no seed in common"
@@ -142,7 +171,8 @@ def markdown(comparisons: list[Comparison], interval: str) -> str:
         "is checked. Instead each method is set against the baseline its own paper compares it with "
         "(`report.baselines` in conf/method/), on the same noisy labels: Δ = method − baseline test "
         "Recall@1 (checkpoint selected on the validation split), in points, paired by seed, with its 95% "
-        f"{kind}. better / worse: the interval excludes zero; "
+        f"{kind}. better / worse: the interval excludes zero and the comparison survives {FAMILY}: "
+        f"{sum(c.result is not None for c in comparisons)} comparisons, p_bh in comparisons.csv; "
         "inconclusive: it does not, or cannot be told (fewer than 2 seeds, or equal differences on fewer "
         "than 3); missing: a side has no complete run. comparisons.csv has every number.\n",
         *(f"- {line}" for line in summary_lines(comparisons)),
@@ -167,7 +197,9 @@ def markdown(comparisons: list[Comparison], interval: str) -> str:
                 format_number(c.method_mean, RECALL),
                 format_number(c.baseline_mean, RECALL),
                 interval_text(result),
-                "-" if result is None or math.isnan(result.p_value) else f"{result.p_value:.3g}",
+                "-"
+                if result is None or math.isnan(result.p_value)
+                else f"{result.p_value:.3g} (BH {c.p_adjusted:.3g})",
                 result.n_seeds if result else 0,
                 f"**{c.verdict}**" + (f": {c.missing}" if c.missing else ""),
             )
@@ -190,6 +222,8 @@ FIELDS = (
     "ci_low",
     "ci_high",
     "p_value",
+    "p_bh",
+    "n_comparisons",
     "n_seeds",
     "verdict",
     "interval",
@@ -198,7 +232,9 @@ FIELDS = (
 
 
 def write_csv(comparisons: list[Comparison], path: Path) -> Path:
-    """One line per method, baseline and setting; numbers as fractions, as the runs log them."""
+    """One line per method, baseline and setting; numbers as fractions, as the runs log them; ``p_bh``
+    the Benjamini-Hochberg p over the ``n_comparisons`` of the report."""
+    family = sum(c.result is not None for c in comparisons)
     with Path(path).open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
         writer.writeheader()
@@ -219,6 +255,8 @@ def write_csv(comparisons: list[Comparison], path: Path) -> Path:
                     "ci_low": csv_number(r.ci_low) if r else "",
                     "ci_high": csv_number(r.ci_high) if r else "",
                     "p_value": csv_number(r.p_value) if r else "",
+                    "p_bh": csv_number(c.p_adjusted) if r else "",
+                    "n_comparisons": family if r else "",
                     "n_seeds": r.n_seeds if r else 0,
                     "verdict": c.verdict,
                     "interval": r.interval if r else "",

@@ -14,16 +14,18 @@ no normality of the differences; with the 2-5 seeds of most experiments it is na
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
 
 HELD, CONTRADICTED, INCONCLUSIVE = "held", "contradicted", "inconclusive"
 CONFIDENCE = 0.95
+# The error rate each decision is held to: per comparison, or per family once adjusted (holm, bh).
+ALPHA = 1 - CONFIDENCE
 # The power a seed count is sized for: the usual 80% chance that the interval excludes zero.
 POWER = 0.8
 # Beyond this many seeds the effect is too small to chase: ``seeds_needed`` says None.
@@ -62,6 +64,10 @@ class Paired:
     n_seeds: int
     sd: float
     interval: str = T
+    # The per-seed differences in seed order: what ``p_against`` tests a value other than zero on.
+    differences: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    # The seeds the differences were taken on, in the same order.
+    seeds: tuple[Hashable, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def verdict(self) -> str:
@@ -77,6 +83,20 @@ class Paired:
         if the effect and the spread of the differences stay as observed; None when that takes more than
         ``MAX_SEEDS`` or cannot be said (no effect, one seed)."""
         return seeds_for(self.effect, self.sd, power, confidence)
+
+    def p_against(self, value: float = 0.0) -> float:
+        """The two-sided p of the mean difference being ``value`` (``p_value`` is this at 0): a claim's
+        contradiction is tested against the value its interval must clear (0, or a margin). nan when no
+        interval can be told (one seed, equal differences by coincidence)."""
+        n = self.n_seeds
+        if n < 2 or math.isnan(self.sd):
+            return math.nan
+        if self.sd == 0:
+            return 1.0 if self.effect == value else 0.0
+        if self.interval == BOOTSTRAP:
+            return _bootstrap(np.asarray(self.differences) - value, CONFIDENCE)[2]
+        sem = self.sd / math.sqrt(n)
+        return float(2 * stats.t.sf(abs(self.effect - value) / sem, n - 1))
 
 
 def paired(
@@ -99,8 +119,9 @@ def paired(
     kind = interval or _INTERVAL.get()
     if kind not in INTERVALS:
         raise ValueError(f"interval={kind!r} is not one of {', '.join(INTERVALS)}")
-    shared = [seed for seed in a if seed in b]
+    shared = seed_order(seed for seed in a if seed in b)
     differences = np.array([a[seed] - b[seed] for seed in shared], dtype=np.float64)
+    kept, ids = tuple(float(d) for d in differences), tuple(shared)
     n = len(differences)
     if n == 0:
         return Paired(math.nan, math.nan, math.nan, math.nan, 0, math.nan, kind)
@@ -111,15 +132,37 @@ def paired(
     if sd == 0:
         seed_independent = len({a[seed] for seed in shared}) == 1 and len({b[seed] for seed in shared}) == 1
         if seed_independent or n >= COINCIDENCE_SEEDS:
-            return Paired(effect, effect, effect, 1.0 if effect == 0 else 0.0, n, 0.0, kind)
-        return Paired(effect, -math.inf, math.inf, math.nan, n, math.nan, kind)
+            return Paired(effect, effect, effect, 1.0 if effect == 0 else 0.0, n, 0.0, kind, kept, ids)
+        return Paired(effect, -math.inf, math.inf, math.nan, n, math.nan, kind, kept, ids)
     if kind == BOOTSTRAP:
         low, high, p_value = _bootstrap(differences, confidence)
-        return Paired(effect, low, high, p_value, n, sd, kind)
+        return Paired(effect, low, high, p_value, n, sd, kind, kept, ids)
     sem = sd / math.sqrt(n)
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sem
     p_value = float(2 * stats.t.sf(abs(effect) / sem, n - 1))
-    return Paired(effect, effect - half, effect + half, p_value, n, sd, kind)
+    return Paired(effect, effect - half, effect + half, p_value, n, sd, kind, kept, ids)
+
+
+def seed_order(seeds: Iterable[Hashable]) -> list[Hashable]:
+    """Seeds in a fixed order, numbers by value (``"10"`` after ``"9"``), whatever order they came in:
+    the bootstrap's resamples, a sum's rounding and the split into halves depend on it, and a set's order
+    changes with Python's hash seed."""
+    return sorted(seeds, key=lambda s: (0, float(s), "") if _numeric(s) else (1, 0.0, str(s)))
+
+
+def _numeric(seed: Hashable) -> bool:
+    try:
+        float(seed)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def halves(seeds: Iterable[Hashable]) -> tuple[list[Hashable], list[Hashable]]:
+    """Two disjoint halves of the seeds, by position in ``seed_order``: the 1st, 3rd, 5th... and the 2nd,
+    4th...; a replication check judges a claim on each as if it were the only run."""
+    ordered = seed_order(seeds)
+    return ordered[0::2], ordered[1::2]
 
 
 def _bootstrap(differences: np.ndarray, confidence: float) -> tuple[float, float, float]:
@@ -197,3 +240,35 @@ def at_most(comparison: Paired, margin: float) -> str:
     if comparison.ci_low > margin:
         return CONTRADICTED
     return INCONCLUSIVE
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values: rejecting where the adjusted p is below
+    ``ALPHA`` keeps the chance of any false rejection in the family at ``ALPHA`` (family-wise error
+    rate), whatever the dependence between the tests. A nan p (no test possible) counts in the family as
+    p = 1 and stays nan."""
+    k = len(p_values)
+    filled = [1.0 if math.isnan(p) else p for p in p_values]
+    order = sorted(range(k), key=lambda i: filled[i])
+    adjusted = [math.nan] * k
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (k - rank) * filled[i]))
+        adjusted[i] = running
+    return [math.nan if math.isnan(p) else a for p, a in zip(p_values, adjusted, strict=True)]
+
+
+def benjamini_hochberg(p_values: list[float]) -> list[float]:
+    """Benjamini and Hochberg's adjustment: rejecting where the adjusted p is below ``ALPHA`` keeps the
+    expected share of false rejections among the rejections at ``ALPHA`` (false discovery rate) for
+    independent or positively dependent tests. A nan p counts as p = 1 and stays nan."""
+    k = len(p_values)
+    filled = [1.0 if math.isnan(p) else p for p in p_values]
+    order = sorted(range(k), key=lambda i: filled[i], reverse=True)
+    adjusted = [math.nan] * k
+    running = 1.0
+    for position, i in enumerate(order):
+        rank = k - position
+        running = min(running, filled[i] * k / rank)
+        adjusted[i] = running
+    return [math.nan if math.isnan(p) else a for p, a in zip(p_values, adjusted, strict=True)]

@@ -137,7 +137,9 @@ class Table:
     def metrics(self) -> list[str]:
         """The metrics the runs logged; Recall@1 when none finished, so the missing ones still show."""
         found = {m for r in self.group.runs for m in r.metrics}
-        return sorted(found, key=metric_order) or ["test/recall@1"]
+        # The name breaks metric_order's ties (val/x and test_best_epoch/x): a set's order changes with
+        # Python's hash seed, and the report must not.
+        return sorted(found, key=lambda m: (metric_order(m), m)) or ["test/recall@1"]
 
     def partner(self, row: Row) -> Row | None:
         """The topline row of a noisy row (same method, noise=topline), or None."""

@@ -2,13 +2,17 @@
 comparisons become a verdict) and :mod:`~noisydml.report.claims.render` (claims.md, claims.csv). The claims
 themselves are the papers', in :mod:`noisydml.report.papers`."""
 
-from noisydml.report.claims.render import CLAIM_FIELDS, markdown, write_claims_csv
+from noisydml.report.claims.render import CLAIM_FIELDS, RATES, markdown, write_claims_csv
 from noisydml.report.claims.verdicts import (
     CONTRADICTED,
+    EXTENSION_ONLY,
     HELD,
     INCONCLUSIVE,
     NOT_EVALUATED,
+    STAND_IN,
     STATUSES,
+    UNSTABLE,
+    Assessed,
     Claim,
     Comparison,
     Outcome,
@@ -19,10 +23,15 @@ from noisydml.report.claims.verdicts import (
 __all__ = [
     "CLAIM_FIELDS",
     "CONTRADICTED",
+    "EXTENSION_ONLY",
     "HELD",
     "INCONCLUSIVE",
     "NOT_EVALUATED",
+    "RATES",
+    "STAND_IN",
     "STATUSES",
+    "UNSTABLE",
+    "Assessed",
     "Claim",
     "Comparison",
     "Outcome",

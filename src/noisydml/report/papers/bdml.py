@@ -6,12 +6,40 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from noisydml.report.claims.verdicts import NOT_EVALUATED, Claim, Outcome, compare_columns, gap_grows, outcome
+from noisydml.report.claims.verdicts import (
+    NOT_EVALUATED,
+    Claim,
+    Comparison,
+    Outcome,
+    compare_columns,
+    gap_grows,
+    outcome,
+)
 from noisydml.report.pairing import RECALL, is_number, metric_for, pairs, rows_where
 from noisydml.report.papers import Cite, Paper
 from noisydml.report.tables import Group, Row, Table, pivot
 
 TITLE = "BDML"
+# Table 1 (MNIST, 3-NN accuracy) has DML ahead of BDML at these rates (97.76 vs 97.60, 95.34 vs 95.25):
+# on MNIST and its digits analogue, "BDML beats DML at every noise level" is not the paper's claim there.
+DML_AHEAD_IN_TABLE_1 = (0.1, 0.2)
+MNIST_LIKE = ("mnist", "mnist5k", "digits")
+
+
+def _blmnn(row: Row) -> str:
+    """What a baseline row stands in for: BLMNN for the Bayes-linear stand-in."""
+    return "BLMNN" if row.choice("backbone") == "bayesian_linear" else ""
+
+
+def _beyond_table_1(group: Group, comparison: Comparison) -> str:
+    rate = comparison.column
+    if (
+        group.dataset in MNIST_LIKE
+        and is_number(rate)
+        and any(abs(rate - r) < 1e-9 for r in DML_AHEAD_IN_TABLE_1)
+    ):
+        return f"p = {rate} on {group.dataset}: BDML's Table 1 (MNIST) has DML ahead there"
+    return ""
 
 
 # BDML's baselines: how to find their rows, and what to say when they did not run.
@@ -68,14 +96,14 @@ def _bdml_check(
 def _bdml_at_50(table: Table, bdml: list[Row], dml: list[Row], metric: str) -> Outcome:
     if 0.5 not in [c for c in table.columns if is_number(c)]:
         return Outcome(NOT_EVALUATED, "the sweep has no noise.rate=0.5")
-    return outcome(*compare_columns(table, pairs(bdml, dml), metric, [0.5]))
+    return outcome(*compare_columns(table, pairs(bdml, dml), metric, [0.5], stand_in=_blmnn))
 
 
 def _bdml_gap_grows(table: Table, bdml: list[Row], dml: list[Row], metric: str) -> Outcome:
     rates = [c for c in table.columns if is_number(c)]
     if 0 not in rates or max(rates, default=0) <= 0:
         return Outcome(NOT_EVALUATED, f"needs p = 0 and a p > 0; the runs have {rates}")
-    return gap_grows(table, bdml, dml, metric, 0, max(rates))
+    return gap_grows(table, bdml, dml, metric, 0, max(rates), stand_in=_blmnn)
 
 
 @_bdml_check(("DML",))
@@ -95,7 +123,7 @@ def _bdml_deep_beats_linear(table: Table, bdml: list[Row], blmnn: list[Row], met
         return Outcome(NOT_EVALUATED, "the sweep has no noise rate above 0")
     done, gaps = [], []
     for deep in (bdml, dml):
-        found, missing = compare_columns(table, pairs(deep, blmnn), metric, noisy)
+        found, missing = compare_columns(table, pairs(deep, blmnn), metric, noisy, stand_in=_blmnn)
         done += found
         gaps += missing
     return outcome(done, gaps)
@@ -114,6 +142,9 @@ CLAIMS: tuple[Claim, ...] = (
         "not reproduced) at p = 0.5",
         "BDML, DML (loss=triplet, non-Bayesian backbone) and Bayes-linear at noise.rate=0.5",
         _bdml_at_50,
+        quote="In particular, in the case of 30% noise, our method outperforms BLMNN with a large margin "
+        "(7.12%), and in the most extreme case with 50% of noise, BDML produces better results than both "
+        "BLMNN and DML.",
     ),
     Claim(
         "bdml-gap",
@@ -122,6 +153,10 @@ CLAIMS: tuple[Claim, ...] = (
         "(BDML - DML) at the highest p > (BDML - DML) at p = 0, paired by seed",
         "loss=bayesian_triplet and loss=triplet at p = 0 and a p > 0",
         _bdml_gap_over_dml,
+        quote="The experimental results on several noisy data sets show that our novel proposed method can "
+        "generalize better compared to the linear BLMNN (Wang & Tan, 2018) and the point "
+        "estimation-based deep "
+        "metric learning (Hoffer & Ailon, 2015; Lu et al., 2017), especially when the noise level increases.",
     ),
     Claim(
         "bdml-gap-blmnn",
@@ -132,15 +167,21 @@ CLAIMS: tuple[Claim, ...] = (
         "BLMNN, which is not reproduced)",
         "BDML and Bayes-linear (method=bdml/bayesian_linear) at p = 0 and a p > 0",
         _bdml_gap_over_blmnn,
+        quote="To be more specific, the gap increase from 2.67% at clean label to 13.66% at 50% label noise.",
     ),
     Claim(
         "bdml-every-rate",
         TITLE,
         "BDML beats DML at every noise level (Tables 2-4: CIFAR-10 uniform and class-conditional noise, "
         "MS-Celeb-1M mAP)",
-        "3-NN accuracy (mAP where logged, else Recall@1) of BDML > DML at every noise rate run",
+        "3-NN accuracy (mAP where logged, else Recall@1) of BDML > DML at every noise rate run; on MNIST and "
+        "digits at 10% and 20%, where Table 1 has DML ahead, an extension",
         "loss=bayesian_triplet and loss=triplet (non-Bayesian backbone)",
         _bdml_every_rate,
+        quote="More importantly, the results in that table consistently show that our proposed BDML method, "
+        "which adopt Bayesian [...] inference, outperforms DML, which adopt MLE for parameter estimation, "
+        "across different noise levels.",
+        extension=_beyond_table_1,
     ),
     Claim(
         "bdml-deep-linear",
@@ -152,6 +193,7 @@ CLAIMS: tuple[Claim, ...] = (
         "BLMNN, which is not reproduced",
         "BDML, DML and Bayes-linear (method=bdml/bayesian_linear) at a noise rate above 0",
         _bdml_deep_beats_linear,
+        quote="However, when the noise level increases, deep metric-based methods outperform linear model.",
     ),
 )
 

@@ -11,6 +11,7 @@ from noisydml.report.claims.verdicts import (
     CONTRADICTED,
     NOT_EVALUATED,
     Claim,
+    Comparison,
     Outcome,
     combine,
     compare,
@@ -81,10 +82,23 @@ def _ratio_check(
                 gaps.append(f"{a.label} and {b.label} at noise.rate={p}: no seed in common")
                 continue
             if relation == "less":
-                done.append(compare(f"p={p}", label, rb, ra, (b.label, a.label)))
+                done.append(compare(f"p={p}", label, rb, ra, (b.label, a.label), column=p))
+            elif relation == "similar":
+                # Contradicted when the interval clears the margin on the side of its effect.
+                done.append(
+                    compare(
+                        f"p={p}",
+                        label,
+                        ra,
+                        rb,
+                        (a.label, b.label),
+                        lambda r: equivalence(r, SIMILAR_RATIO),
+                        lambda r: SIMILAR_RATIO if r.effect >= 0 else -SIMILAR_RATIO,
+                        column=p,
+                    )
+                )
             else:
-                judge = (lambda r: equivalence(r, SIMILAR_RATIO)) if relation == "similar" else None
-                done.append(compare(f"p={p}", label, ra, rb, (a.label, b.label), judge))
+                done.append(compare(f"p={p}", label, ra, rb, (a.label, b.label), column=p))
     return outcome(done, gaps)
 
 
@@ -124,7 +138,9 @@ def _le_guarantee_50(group: Group) -> Outcome | None:
                 ] or [f"{row.label} and its topline at noise.rate={p}: no seed in common"]
                 continue
             floor = {seed: GOOD_RATIO for seed in ratios}
-            done.append(compare(f"p={p}", label, ratios, floor, (row.label, f"threshold {GOOD_RATIO}")))
+            done.append(
+                compare(f"p={p}", label, ratios, floor, (row.label, f"threshold {GOOD_RATIO}"), column=p)
+            )
     return outcome(done, gaps)
 
 
@@ -157,12 +173,23 @@ def _le_marginal_scratch(group: Group) -> Outcome | None:
     found = [o for o in found if o is not None]
     details = " | ".join(o.detail for o in found)
     comparisons = tuple(c for o in found for c in o.comparisons)
-    statuses = [o.status for o in found]
-    if CONTRADICTED in statuses:
-        return Outcome(CONTRADICTED, details, comparisons)
-    if len(statuses) == 2 and NOT_EVALUATED not in statuses:
-        return Outcome(combine(statuses), details, comparisons)
-    return Outcome(NOT_EVALUATED, details, comparisons)
+    both = len(found) == 2 and all(o.comparisons for o in found)
+
+    def rule(verdicts: list[str]) -> str:
+        # Slower than one triplet variant is enough to contradict it; faster than both needs both.
+        if CONTRADICTED in verdicts:
+            return CONTRADICTED
+        return combine(verdicts) if both else NOT_EVALUATED
+
+    if not comparisons:
+        return Outcome(NOT_EVALUATED, details)
+    return Outcome(rule([c.verdict for c in comparisons]), details, comparisons, rule)
+
+
+def _beyond_sop(group: Group, comparison: Comparison) -> str:
+    if group.dataset == "sop":
+        return ""
+    return f"{group.dataset} from scratch: the paper states it for SOP (Fig. 1c-d), not for CUB or Flowers"
 
 
 def _le_marginal_pretrained(group: Group) -> Outcome | None:
@@ -183,6 +210,9 @@ CLAIMS: tuple[Claim, ...] = (
         "ratio(triplet+random_semihard) > ratio(triplet+fixed_semihard) at every p > 0.3",
         "triplet + random_semihard and + fixed_semihard, each with noise=topline, at p > 0.3",
         _le_ratio_random_vs_fixed,
+        quote="The difference can be examined directly by comparing the ratio between accuracy with "
+        "noise over accuracy with fewer samples in Fig. 1-d, where fixed semi-hard mining is clearly below "
+        "random semi-hard mining.",
     ),
     Claim(
         "le2019-ratio-nmi",
@@ -192,6 +222,8 @@ CLAIMS: tuple[Claim, ...] = (
         "NMI ratio(triplet+random_semihard) > NMI ratio(triplet+fixed_semihard) at every p > 0.3",
         "triplet + random_semihard and + fixed_semihard with noise=topline and test/nmi, at p > 0.3",
         _le_nmi_ratio_random_vs_fixed,
+        quote="Using random semi-hard mining with triplet loss yields more diverse negative pairs, making it "
+        "more robust to label noise than fixed semi-hard mining.",
     ),
     Claim(
         "le2019-guarantee-50",
@@ -202,6 +234,8 @@ CLAIMS: tuple[Claim, ...] = (
         f"0 < p <= 0.5: the interval of (ratio - {GOOD_RATIO}) above zero",
         "triplet + random_semihard with noise=topline at a p in (0, 0.5]",
         _le_guarantee_50,
+        quote="Even with lower precision, we have shown in the experiments that the guarantee can be as "
+        "high as 50% noise rate for triplet loss with random semi-hard mining.",
     ),
     Claim(
         "le2019-clean",
@@ -210,15 +244,20 @@ CLAIMS: tuple[Claim, ...] = (
         "Recall@1(fixed) > Recall@1(random) at p = 0",
         "triplet + random_semihard and + fixed_semihard at p = 0",
         _le_clean_fixed_vs_random,
+        quote="When there is no label noise, triplet loss with fixed semi-hard mining performs slightly "
+        "better than with random semi-hard mining.",
     ),
     Claim(
         "le2019-marginal-scratch",
         TITLE,
         "From scratch (SOP), marginal loss degrades faster than both triplet variants (Fig. 1c-d)",
         "ratio(marginal) < ratio of each triplet variant at every p >= 0.2 (no pretrained backbone; from "
-        "0.2 is ours: at 10% the curves are together)",
+        "0.2 is ours: at 10% the curves are together); on any data set but SOP an extension",
         "loss=marginal and both triplet miners with toplines, backbone not pretrained",
         _le_marginal_scratch,
+        quote="In SOP, marginal loss degrades much faster than both versions of triplet loss, as shown "
+        "in Fig. 1-c,d.",
+        extension=_beyond_sop,
     ),
     Claim(
         "le2019-marginal-pretrained",
@@ -229,6 +268,8 @@ CLAIMS: tuple[Claim, ...] = (
         "0 < p <= 0.4",
         "loss=marginal and triplet + random_semihard with toplines, backbone.trunk.pretrained=true",
         _le_marginal_pretrained,
+        quote="Meanwhile in CUB dataset, marginal loss is relatively as robust as triplet loss with random "
+        "semi-hard mining, with the breakpoint of 50% comparing to 60% in triplet loss (Fig. 2-c,d).",
     ),
 )
 

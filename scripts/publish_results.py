@@ -1,0 +1,86 @@
+"""Copy a reproduction's verdicts into the committed results folder, stamped with where they came from.
+
+    python scripts/publish_results.py digits outputs/reports/digits outputs/reproduce/digits/*
+
+writes ``results/<reproduction>/claims.csv`` (or ``comparisons.csv`` for a comparison of methods, which
+has no claims) from the report folder, and ``results/<reproduction>/stamp.json``: the commit (and whether
+the tree had changes), the CPU model and numerics mode, the library versions and the seeds, as the runs'
+own results.json record them (each distinct value once, so a mixed set of runs shows it is mixed). The
+Makefile's reproduce targets call it; scripts/readme_tables.py draws the README's table from these files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+RESULTS = Path("results")
+# What a report writes that the results folder keeps: the claims, else the comparisons.
+KEPT = ("claims.csv", "comparisons.csv")
+STAMP = "stamp.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "reproduction", help="the folder name under results/ (digits, mnist5k, noisy_dml_cpu)"
+    )
+    parser.add_argument("report", type=Path, help="the report folder (outputs/reports/<name>)")
+    parser.add_argument("sweeps", nargs="+", type=Path, help="the sweep folders whose runs the report read")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the results folder (default results/)")
+    args = parser.parse_args(argv)
+
+    kept = [name for name in KEPT if (args.report / name).is_file()]
+    if not kept:
+        parser.error(f"{args.report} has neither {' nor '.join(KEPT)}: run noisydml-report first")
+    target = args.results / args.reproduction
+    target.mkdir(parents=True, exist_ok=True)
+    for name in KEPT:
+        (target / name).unlink(missing_ok=True)
+    for name in kept:
+        shutil.copyfile(args.report / name, target / name)
+    stamp = stamp_of(args.sweeps)
+    (target / STAMP).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
+    print(f"{args.reproduction}: {', '.join(kept)} and {STAMP} in {target}")
+    return 0
+
+
+def stamp_of(sweeps: list[Path]) -> dict:
+    """Commit, CPU, numerics, versions and seeds of every complete run under ``sweeps``."""
+    cpus, modes, versions, seeds = set(), set(), set(), {}
+    runs = 0
+    for results in sorted(p for sweep in sweeps for p in Path(sweep).rglob("results.json")):
+        record = json.loads(results.read_text())
+        if record.get("status") != "complete":
+            continue
+        runs += 1
+        numerics = record.get("numerics") or {}
+        cpus.add(str(numerics.get("cpu", "unknown")))
+        modes.add(str(numerics.get("mode", "unknown")))
+        versions.add(json.dumps(record.get("versions") or {}, sort_keys=True))
+        figure = (record.get("config") or {}).get("report", {}).get("figure") or results.parent.name
+        seeds.setdefault(str(figure), set()).add(record.get("seed"))
+    return {
+        "commit": _git("rev-parse", "HEAD"),
+        "tree_changed": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "cpu": sorted(cpus),
+        "numerics": sorted(modes),
+        "versions": [json.loads(v) for v in sorted(versions)],
+        "seeds": {figure: sorted(s, key=lambda x: (str(type(x)), x)) for figure, s in sorted(seeds.items())},
+        "complete_runs": runs,
+    }
+
+
+def _git(*args: str) -> str:
+    found = subprocess.run(["git", *args], capture_output=True, text=True)
+    return found.stdout.strip() if found.returncode == 0 else "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The README's claims table is the committed results' (results/<reproduction>/claims.csv and stamp.json),
+drawn by scripts/readme_tables.py: no number in it is typed by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from noisydml.report import claims, papers
+from noisydml.report.claims.verdicts import compare, judge, outcome
+from noisydml.report.tables import Group
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_claims_table_is_what_the_committed_results_give() -> None:
+    tables = script("readme_tables")
+    readme = (ROOT / "README.md").read_text()
+    assert tables.render(readme) == readme, "run: python scripts/readme_tables.py"
+
+
+def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verdicts(tmp_path: Path) -> None:
+    tables = script("readme_tables")
+    assert tables.NOT_YET in tables.block(tmp_path)
+    # A committed digits result: levi2021-eps held on 8 seeds, each half too.
+    seeds = [str(s) for s in range(8)]
+    gains = [0.10, 0.12, 0.11, 0.09, 0.10, 0.12, 0.11, 0.10]
+    found = compare(
+        "noise.rate=0",
+        "test/recall@1",
+        dict(zip(seeds, gains, strict=True)),
+        dict.fromkeys(seeds, 0.0),
+        ("EPS", "Triplet"),
+    )
+    claim = next(c for c in papers.claims() if c.id == "levi2021-eps")
+    verdict = judge(claim, Group("levi2021/digits", "digits", []), outcome([found], []))
+    assert verdict.status == claims.HELD
+    folder = tmp_path / "digits"
+    folder.mkdir()
+    claims.write_claims_csv([verdict], folder / "claims.csv")
+    stamp = {
+        "commit": "abcdef0123",
+        "tree_changed": False,
+        "cpu": ["Test CPU"],
+        "numerics": ["portable"],
+        "versions": [{"torch": "2.14.1"}],
+        "seeds": {"levi2021/digits": list(range(8))},
+    }
+    (folder / "stamp.json").write_text(json.dumps(stamp))
+    text = tables.block(tmp_path)
+    row = next(line for line in text.splitlines() if line.startswith("| `levi2021-eps`"))
+    assert (
+        "levi2021/digits [digits]: **held**, noise.rate=0 +10.62 [+9.74, +11.51]; halves held / held" in row
+    )
+    assert row.endswith(f"| {tables.NOT_YET} |")  # MNIST-5k has no file
+    assert "at abcdef0, 8 seeds per experiment, on Test CPU (numerics portable; torch 2.14.1)" in text
+
+
+def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> None:
+    publish = script("publish_results")
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "claims.csv").write_text("claim\nx\n")
+    sweep = tmp_path / "sweep"
+    for seed in (0, 1):
+        run = sweep / f"seed={seed}"
+        run.mkdir(parents=True)
+        record = {
+            "status": "complete",
+            "seed": seed,
+            "config": {"report": {"figure": "levi2021/digits"}},
+            "numerics": {"mode": "portable", "cpu": "Test CPU"},
+            "versions": {"torch": "2.14.1", "python": "3.11.7"},
+        }
+        (run / "results.json").write_text(json.dumps(record))
+    assert publish.main(["digits", str(report), str(sweep), "--results", str(tmp_path / "results")]) == 0
+    out = tmp_path / "results" / "digits"
+    assert (out / "claims.csv").read_text() == "claim\nx\n"
+    stamp = json.loads((out / "stamp.json").read_text())
+    assert stamp["cpu"] == ["Test CPU"] and stamp["numerics"] == ["portable"]
+    assert stamp["versions"] == [{"python": "3.11.7", "torch": "2.14.1"}]
+    assert stamp["seeds"] == {"levi2021/digits": [0, 1]} and stamp["complete_runs"] == 2
