@@ -83,6 +83,15 @@ format: install
 sweep: install
 	$(BIN)/noisydml -m name=digits_sweep noise.rate=0,0.2,0.4 miner=random_semihard,fixed_semihard $(ARGS)
 
+## What make run computes, recorded for the README (results/make_run/results.json, then the README's
+## block by scripts/readme_tables.py): commit results/ and README.md together.
+.PHONY: publish-run
+publish-run: install
+	@rm -rf outputs/publish-run
+	$(BIN)/noisydml numerics=portable hydra.run.dir=outputs/publish-run
+	$(BIN)/python scripts/publish_run.py outputs/publish-run
+	$(BIN)/python scripts/readme_tables.py
+
 ## Every digits-scale reproduction (conf/experiment/digits/) and its report under outputs/reports/,
 ## JOBS at a time (each job uses one core: cpu_threads=1); a log per experiment beside its sweep.
 DIGITS := $(patsubst conf/experiment/%.yaml,%,$(wildcard conf/experiment/digits/*.yaml))

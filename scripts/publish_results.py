@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from noisydml.utils.run_directory import FINISHED, LEGACY_FINISHED
+
 RESULTS = Path("results")
 # What a report writes that the results folder keeps: the claims, else the comparisons.
 KEPT = ("claims.csv", "comparisons.csv")
@@ -57,7 +59,7 @@ def stamp_of(sweeps: list[Path]) -> dict:
     runs = 0
     for results in sorted(p for sweep in sweeps for p in Path(sweep).rglob("results.json")):
         record = json.loads(results.read_text())
-        if record.get("status") != "complete":
+        if record.get("status") not in (FINISHED, LEGACY_FINISHED):
             continue
         runs += 1
         numerics = record.get("numerics") or {}
