@@ -91,3 +91,43 @@ def test_hparams_search_runs_an_optuna_study_of_the_method_s_key(tmp_path):
     jobs = [json.loads(p.read_text()) for p in sweep.glob("*/results.json")]
     assert len(jobs) == 2
     assert {job["choices"]["method"] for job in jobs} == {"zhang2023/rdml"}
+
+
+@pytest.mark.slow
+def test_noisydml_eval_scores_a_checkpoint_as_its_run_did(tmp_path):
+    run = tmp_path / "run"
+    tiny = ["trainer.max_epochs=2", "data.batches_per_epoch=3", "logger=csv"]
+    subprocess.run([NOISYDML, *tiny, f"hydra.run.dir={run}"], cwd=tmp_path, check=True, capture_output=True)
+    trained = json.loads((run / "results.json").read_text())
+    evaluated = tmp_path / "eval"
+    out = subprocess.run(
+        [
+            str(Path(NOISYDML).with_name("noisydml-eval")),
+            f"ckpt_path={run / 'checkpoints' / 'best.ckpt'}",
+            "logger=csv",
+            f"hydra.run.dir={evaluated}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    record = json.loads((evaluated / "results.json").read_text())
+    assert record["status"] == "finished"
+    # The run's own overrides build the network, and the weights are the selected epoch's.
+    assert record["config"]["trainer"]["max_epochs"] == 2
+    assert record["metrics"]["test/recall@1"] == trained["metrics"]["test/recall@1"]
+
+
+def test_noisydml_eval_without_a_checkpoint_says_what_to_give(tmp_path):
+    eval_command = str(Path(NOISYDML).with_name("noisydml-eval"))
+    out = subprocess.run([eval_command], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        "noisydml-eval needs ckpt_path=<a checkpoint>, e.g. ckpt_path=outputs/runs/.../checkpoints/best.ckpt"
+    )
+    missing = subprocess.run(
+        [eval_command, f"ckpt_path={tmp_path / 'no.ckpt'}"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert f"ckpt_path={tmp_path / 'no.ckpt'} is not a file" in missing.stderr

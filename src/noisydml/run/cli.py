@@ -115,6 +115,11 @@ def _run(cfg: DictConfig) -> float | None:
     return metrics.get(cfg.get("optimized_metric") or "")
 
 
+def run_hydra() -> None:
+    """Hydra's main on ``sys.argv``: compose, then one run or a sweep of them."""
+    _run()
+
+
 def main() -> None:
     """The ``noisydml`` command."""
     arguments = resume_arguments(sys.argv[1:])
@@ -123,4 +128,4 @@ def main() -> None:
     except BadInput as error:
         sys.exit(str(error))
     sys.argv[1:] = arguments
-    _run()
+    run_hydra()

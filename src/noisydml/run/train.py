@@ -129,7 +129,11 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
     try:
         if checkpoint is not None:
             print(f"resuming from {checkpoint}")
-        if model.has_parameters_to_train():
+        if cfg.get("ckpt_path"):
+            # noisydml-eval: the checkpoint's weights, scored as they are.
+            load_weights(model, cfg.ckpt_path)
+            print(f"evaluating {cfg.ckpt_path}")
+        elif model.has_parameters_to_train():
             trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
         else:
             # BDML's PCA baseline (backbone=identity): the inputs themselves are evaluated.
@@ -163,6 +167,18 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
         print(f"tested {epochs}, selected by {selection['metric']} (the last epoch's: test_last/...)")
     print(f"run directory: {run.path.resolve()}\nresults: {results}")
     return metrics
+
+
+def load_weights(model: torch.nn.Module, path: str) -> None:
+    """A checkpoint's weights into ``model``, refused in one line when they are not the model's."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+        model.load_state_dict(state)
+    except (OSError, KeyError, RuntimeError) as error:
+        raise BadInput(
+            f"ckpt_path={path} cannot be loaded into this run's model ({str(error).splitlines()[0]}); "
+            "give the overrides the checkpoint was trained with (a checkpoint in a run folder brings them)"
+        ) from error
 
 
 def _build(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]) -> tuple:
