@@ -53,6 +53,19 @@ LOSS_DIAGNOSTICS = (
     Diagnostic("train/loss_precision", detection=("precision", "highest losses, as many as flipped")),
     Diagnostic("train/loss_recall", detection=("recall", "highest losses, as many as flipped")),
 )
+# Logged at every validation by every run with the kNN label vote (noisydml.callbacks.knn_detection), the
+# training-free reference: on the features the run starts from (the same for every method trained on the same
+# noisy labels: REFERENCE_METRICS, drawn once per noise setting) and on each epoch's embedding (per method).
+KNN_START, KNN_EMBEDDING = "kNN label vote, starting features", "kNN label vote, embedding"
+KNN_DIAGNOSTICS = (
+    Diagnostic("train/knn_start_auc", detection=("auc", KNN_START)),
+    Diagnostic("train/knn_start_precision", detection=("precision", KNN_START)),
+    Diagnostic("train/knn_start_recall", detection=("recall", KNN_START)),
+    Diagnostic("train/knn_auc", detection=("auc", KNN_EMBEDDING)),
+    Diagnostic("train/knn_precision", detection=("precision", KNN_EMBEDDING)),
+    Diagnostic("train/knn_recall", detection=("recall", KNN_EMBEDDING)),
+)
+REFERENCE_METRICS = frozenset(d.metric for d in KNN_DIAGNOSTICS if d.detection[1] == KNN_START)
 COMPLETE, FAILED, MISSING = "complete", "failed", "missing"
 
 
@@ -393,8 +406,9 @@ def failure(results: dict) -> str:
 
 
 def epoch_metrics() -> tuple[str, ...]:
-    """The per-epoch diagnostics the report reads: the papers' methods', then the per-sample loss's."""
-    return tuple(d.metric for d in (*papers.diagnostics(), *LOSS_DIAGNOSTICS))
+    """The per-epoch diagnostics the report reads: the papers' methods', then the per-sample loss's and the
+    kNN label vote's."""
+    return tuple(d.metric for d in (*papers.diagnostics(), *LOSS_DIAGNOSTICS, *KNN_DIAGNOSTICS))
 
 
 def last_logged(run_dir: Path, names: tuple[str, ...] | None = None) -> dict[str, float]:
