@@ -4,18 +4,22 @@ force on the digits), the filter-then-train baseline, and where the report draws
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+import layouts
+from noisydml.callbacks.knn_detection import KnnDetection
 from noisydml.data.digits import Digits
-from noisydml.data.knn_filter import starting_features
+from noisydml.data.knn_filter import KnnLabelFilter, starting_features
 from noisydml.metrics.label_vote import flip_detection, knn_label_vote
 from noisydml.models import EmbeddingNet
 from noisydml.noise import UniformNoise
 from noisydml.report.cli import write_report
-from noisydml.report.collect import collect
+from noisydml.report.collect import Run, collect, declared_baselines
 from noisydml.report.detection import epoch_series
 from noisydml.run.train import train
 from test_report import write_run
@@ -78,6 +82,23 @@ def test_precision_at_the_flip_rate_counts_a_tie_at_the_cut_by_its_share():
     assert flip_detection(np.array([0.1, 0.2]), np.array([False, False])) == {}
 
 
+def test_filter_drops_the_noise_rate_share_with_the_highest_votes_or_the_outvoted():
+    train = Digits().splits().train
+    noisy = UniformNoise(0.4, seed=0).apply(train.labels)
+    flipped = noisy.observed != noisy.true
+    known = KnnLabelFilter(k=10, rate=0.4, seed=0)
+    keep = known.keep(train, noisy)
+    assert (~keep).sum() == round(0.4 * len(keep)) == known.report["dropped"]
+    # At a vote AUC of .995 nearly every dropped sample was flipped, and few flipped ones stay.
+    assert flipped[~keep].mean() > 0.9 and flipped[keep].mean() < 0.1
+    unknown = KnnLabelFilter(k=10, rate=None)
+    outvoted = knn_label_vote(train.inputs.numpy(), noisy.observed, 10).outvoted
+    np.testing.assert_array_equal(unknown.keep(train, noisy), ~outvoted)
+    assert unknown.report["rule"] == "outvoted"
+    with pytest.raises(ValueError, match="data.filter.rate=1.5 is outside"):
+        KnnLabelFilter(rate=1.5)
+
+
 def test_starting_features_of_a_pretrained_trunk_are_its_pooled_output():
     trunk = torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3), torch.nn.BatchNorm2d(3))
     trunk.out_features = 3
@@ -117,6 +138,69 @@ def test_runs_log_the_vote_on_the_starting_pixels_and_on_each_epochs_embedding(c
     assert expected["auc"] > 0.98
     # The MLP's embedding after a few steps keeps most of the pixels' neighbourhoods.
     assert all(auc > 0.8 for auc in series["train/knn_auc"].values())
+
+
+def test_filter_baseline_trains_on_the_kept_samples_beside_the_same_validation(compose_config, tmp_path):
+    plain = compose_config("experiment=noisy_dml/digits_symmetric", "noise.rate=0.5", "trainer.max_epochs=1")
+    train(plain)
+    filtered = compose_config(
+        "experiment=noisy_dml/digits_symmetric",
+        "method=reference/knn_filter",
+        "noise.rate=0.5",
+        "trainer.max_epochs=1",
+        run="filter",
+    )
+    assert filtered.data.filter.rate == 0.5 and filtered.data.filter.trunk_features is False
+    train(filtered)
+    results = json.loads((tmp_path / "filter" / "results.json").read_text())
+    report = results["noise"]["filter"]
+    plain_results = json.loads((tmp_path / "run" / "results.json").read_text())
+    before = plain_results["noise"]["num_trained_on"]
+    assert report["dropped"] == round(0.5 * before) and report["kept"] == results["noise"]["num_trained_on"]
+    # Most of the flips gone: the kept samples far cleaner than the 50% the others train on.
+    assert results["noise"]["realized_rate"] < 0.1 < 0.4 < plain_results["noise"]["realized_rate"]
+    validation = [(tmp_path / run / "validation.csv").read_text() for run in ("run", "filter")]
+    assert validation[0] == validation[1]
+    # Its starting vote is what chose its samples: not logged, the filter's report holds it.
+    (filter_run,) = [r for r in collect([tmp_path]) if r.path.name == "filter"]
+    assert "train/knn_start_auc" not in epoch_series(filter_run) and report["vote_auc"] > 0.95
+
+
+def test_an_image_run_votes_on_its_trunks_pooled_features(compose_config, tmp_path):
+    # A generated CUB folder through a ResNet34 trunk, as the GPU-scale comparisons vote on ImageNet
+    # features; no validation split here, so the embedding is voted on at each training epoch's end.
+    overrides = layouts.cub_run(tmp_path / "data", per_class=8)
+    cfg = compose_config(
+        *overrides,
+        "method=reference/knn_filter",
+        "+callbacks=knn_detection",
+        "noise.rate=0.25",
+        "trainer.max_epochs=2",
+        "data.filter.trunk_features=true",
+        "data.filter.k=3",
+        "callbacks.knn_detection.trunk_features=true",
+        "callbacks.knn_detection.k=3",
+    )
+    train(cfg)
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    report = results["noise"]["filter"]
+    assert report["features"] == "trunk" and report["dropped"] == round(0.25 * 16) and report["kept"] == 12
+    (run,) = collect([tmp_path / "run"])
+    assert sorted(epoch_series(run)["train/knn_auc"]) == [0, 1]
+
+
+def test_noisy_dml_experiments_carry_the_reference_on_every_data_set(compose_config):
+    for experiment in ("digits_symmetric", "digits_small_cluster", "mnist5k_symmetric", "cub_symmetric"):
+        cfg = compose_config(f"experiment=noisy_dml/{experiment}", tiny=False)
+        assert cfg.callbacks.knn_detection._target_ == "noisydml.callbacks.knn_detection.KnnDetection"
+        assert list(cfg.report.references) == ["reference/knn_filter"]
+        # On the pixels for the digits' MLP and MNIST's LeNet; on the ImageNet GoogLeNet's trunk for CUB.
+        assert cfg.callbacks.knn_detection.trunk_features is experiment.startswith("cub")
+    cub = compose_config("experiment=noisy_dml/cub_symmetric", "method=reference/knn_filter", tiny=False)
+    node = OmegaConf.to_container(cub.data.filter, resolve=True)
+    assert node["trunk_features"] is True and node["backbone"]["trunk"]["arch"] == "googlenet"
+    with pytest.raises(ValueError, match="callbacks.knn_detection.k=0 must be a positive number"):
+        KnnDetection(k=0)
 
 
 def write_comparison_run(root, method: str, label: str, seed: int, recall: float, logged: dict) -> None:
@@ -186,3 +270,21 @@ def test_the_starting_vote_is_one_reference_line_per_noise_setting(tmp_path, mon
     )
     ((caption,),) = [[c for p, c in report.figures if p.name == "noisy_dml_digits_detection_auc.png"]]
     assert "kNN label vote, embedding, kNN label vote, starting features" in caption
+
+
+def test_every_method_is_compared_with_the_reference_but_the_reference_itself(tmp_path):
+    config = {"seed": 0, "report": {"baselines": ["prism/mcl"], "references": ["reference/knn_filter"]}}
+    method = Run(None, "complete", {}, config=config, choices={"method": "prism/prism"})
+    assert declared_baselines(method) == ["prism/mcl", "reference/knn_filter"]
+    config = {"seed": 0, "report": {"baselines": [], "references": ["reference/knn_filter"]}}
+    reference = Run(None, "complete", {}, config=config, choices={"method": "reference/knn_filter"})
+    assert declared_baselines(reference) == []
+    write_comparison_runs(tmp_path / "runs")
+    text = (write_report([tmp_path / "runs"], tmp_path / "out").directory / "report.md").read_text()
+    # Differences -5, -5, -8 and -10, -11, -12: worse on both; EPS still set beside its own baseline.
+    assert (
+        "- digits: **EPS + Triplet** vs kNN filter + triplet: better at 0 of 1 settings, worse at 1" in text
+    )
+    assert "- digits: **Triplet** vs kNN filter + triplet: better at 0 of 1 settings, worse at 1" in text
+    assert "- digits: **EPS + Triplet** vs Triplet: better at 1 of 1 settings" in text
+    assert "**kNN filter + triplet** vs" not in text

@@ -341,9 +341,11 @@ def method_config(option: str) -> tuple[dict[str, str], str | None]:
 
 
 def declared_baselines(run: Run) -> list[str]:
-    """The ``method=`` options a run's method is compared with (``report.baselines``): the run's own config,
-    else, for runs written before the key existed, what the project's ``conf/method/<method>.yaml``
-    declares now; empty for a run without a method or a method without a baseline."""
+    """The ``method=`` options a run's method is compared with: its paper's (``report.baselines``: the run's
+    own config, else, for runs written before the key existed, what the project's
+    ``conf/method/<method>.yaml`` declares now), then the experiment's references (``report.references``,
+    the training-free reference of the noisy_dml comparisons) but the method itself; empty for a run
+    without a method or a method without a baseline."""
     declared = lookup(run.config, "report.baselines") if run.has_config else None
     if declared is None and run.choice("method"):
         from hydra.errors import HydraException
@@ -352,7 +354,11 @@ def declared_baselines(run: Run) -> list[str]:
             declared = _composed_choices(str(run.choice("method")))[1].get("baselines")
         except HydraException:
             declared = None
-    return [str(option) for option in declared or ()]
+    # The experiment's, so a missing job's sweep config holds them too.
+    references = lookup(run.config, "report.references") or ()
+    found = [str(option) for option in declared or ()]
+    own = str(run.choice("method"))
+    return found + [str(option) for option in references if str(option) not in (own, *found)]
 
 
 @functools.cache
