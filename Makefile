@@ -112,13 +112,18 @@ reproduce-mnist5k: install
 	@$(MAKE) --no-print-directory publish/mnist5k SWEEPS="$(addprefix outputs/reproduce/,$(MNIST5K))"
 
 ## PRISM's noise protocols at CPU scale (conf/experiment/noisy_dml/): every method of the five papers that has a
-## method= config, PRISM and MCL (32 on digits, 28 on mnist5k: BDML's need its features) under symmetric and
-## small-cluster noise at 25% and 50%, 5 seeds, JOBS at a time, longest first (the two mnist5k halves, 280
-## jobs each, then the two digits halves, 320 each); a report per sweep under outputs/reports/noisy_dml_*/ and
-## one of all four, outputs/reports/noisy_dml_cpu/. Measured (2026-11-24, a clean checkout of 103c642, 2 cores):
-## 53 min 23 s wall for all 1,200 runs and the five reports (the mnist5k halves 43 min, about 9 s a job; then
-## the digits halves 10 min), 6,271 CPU s, 2.3 GB peak memory for the largest process; the runs keep 14 GB of
-## checkpoints under outputs/reproduce/noisy_dml/ (best.ckpt and last.ckpt of each).
+## method= config, PRISM and MCL, and the training-free reference, method=reference/knn_filter (33 on digits,
+## 29 on mnist5k: BDML's need its features) under symmetric and small-cluster noise at 25% and 50%, 5 seeds,
+## JOBS at a time, longest first (the two mnist5k halves, 290 jobs each, then the two digits halves, 330 each);
+## a report per sweep under outputs/reports/noisy_dml_*/ and one of all four, outputs/reports/noisy_dml_cpu/.
+## Measured without the reference (2026-11-24, a clean checkout of 103c642, 2 cores): 53 min 23 s wall for
+## the 1,200 runs and the five reports (the mnist5k halves 43 min, about 9 s a job; then the digits halves
+## 10 min), 6,271 CPU s, 2.3 GB peak memory for the largest process; the runs keep 14 GB of checkpoints under
+## outputs/reproduce/noisy_dml/ (best.ckpt and last.ckpt of each). With it, estimated from single jobs
+## (2026-11-25), not yet measured: about 66 min for the 1,240 runs, 7,800 CPU s. The kNN label vote in every
+## run adds 2.3 CPU s a mnist5k job (embedding the 3,150 training images at each of 2 validations) and 0.16
+## s a digits job: +11 min a mnist5k half, +1 a digits half; the 40 filter runs, on half to three quarters
+## of the data, +1.3 min.
 NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noisy_dml/digits_symmetric \
 	noisy_dml/digits_small_cluster
 .PHONY: reproduce-noisy-dml-cpu

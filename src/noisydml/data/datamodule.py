@@ -98,6 +98,7 @@ class MetricDataModule(pl.LightningDataModule):
         val_labels: str = "observed",
         test_at_validation: bool = False,
         score_train: str | bool | None = None,
+        filter=None,
     ):
         super().__init__()
         check_fraction("data.unlabeled_fraction", unlabeled_fraction, example=0.5)
@@ -126,6 +127,7 @@ class MetricDataModule(pl.LightningDataModule):
         self.val_labels = val_labels
         self.test_at_validation = test_at_validation
         self.score_train = score_train
+        self.filter = filter
         self.splits: Splits | None = None
         self.train_set: NoisyTrainSet | None = None
         self.unlabeled_set: NoisyTrainSet | None = None
@@ -150,6 +152,8 @@ class MetricDataModule(pl.LightningDataModule):
             scored_by = validation.observed if self.val_labels == "observed" else validation.true
             self.val_set = NoisyTrainSet(self.splits.train.eval_view(), validation, scored_by)
             noisy = _subset(noisy, ~held_out)
+        if self.filter is not None:
+            noisy = _subset(noisy, self.filter.keep(self.splits.train.eval_view(), noisy))
         _, contiguous = np.unique(noisy.observed, return_inverse=True)
         labels = contiguous.astype(np.int64)
         if self.unlabeled_fraction > 0:
@@ -258,6 +262,8 @@ class MetricDataModule(pl.LightningDataModule):
         # What an imported list matched, or which classes small clusters dissolved.
         if getattr(self.noise, "report", None):
             summary["details"] = self.noise.report
+        if self.filter is not None:
+            summary["filter"] = self.filter.report
         if self.unlabeled_set is not None:
             summary["num_unlabeled"] = len(self.unlabeled_set)
         return summary

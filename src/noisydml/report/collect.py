@@ -53,6 +53,19 @@ LOSS_DIAGNOSTICS = (
     Diagnostic("train/loss_precision", detection=("precision", "highest losses, as many as flipped")),
     Diagnostic("train/loss_recall", detection=("recall", "highest losses, as many as flipped")),
 )
+# Logged at every validation by every run with the kNN label vote (noisydml.callbacks.knn_detection), the
+# training-free reference: on the features the run starts from (the same for every method trained on the same
+# noisy labels: REFERENCE_METRICS, drawn once per noise setting) and on each epoch's embedding (per method).
+KNN_START, KNN_EMBEDDING = "kNN label vote, starting features", "kNN label vote, embedding"
+KNN_DIAGNOSTICS = (
+    Diagnostic("train/knn_start_auc", detection=("auc", KNN_START)),
+    Diagnostic("train/knn_start_precision", detection=("precision", KNN_START)),
+    Diagnostic("train/knn_start_recall", detection=("recall", KNN_START)),
+    Diagnostic("train/knn_auc", detection=("auc", KNN_EMBEDDING)),
+    Diagnostic("train/knn_precision", detection=("precision", KNN_EMBEDDING)),
+    Diagnostic("train/knn_recall", detection=("recall", KNN_EMBEDDING)),
+)
+REFERENCE_METRICS = frozenset(d.metric for d in KNN_DIAGNOSTICS if d.detection[1] == KNN_START)
 COMPLETE, FAILED, MISSING = "complete", "failed", "missing"
 
 
@@ -328,9 +341,11 @@ def method_config(option: str) -> tuple[dict[str, str], str | None]:
 
 
 def declared_baselines(run: Run) -> list[str]:
-    """The ``method=`` options a run's method is compared with (``report.baselines``): the run's own config,
-    else, for runs written before the key existed, what the project's ``conf/method/<method>.yaml``
-    declares now; empty for a run without a method or a method without a baseline."""
+    """The ``method=`` options a run's method is compared with: its paper's (``report.baselines``: the run's
+    own config, else, for runs written before the key existed, what the project's
+    ``conf/method/<method>.yaml`` declares now), then the experiment's references (``report.references``,
+    the training-free reference of the noisy_dml comparisons) but the method itself; empty for a run
+    without a method or a method without a baseline."""
     declared = lookup(run.config, "report.baselines") if run.has_config else None
     if declared is None and run.choice("method"):
         from hydra.errors import HydraException
@@ -339,7 +354,11 @@ def declared_baselines(run: Run) -> list[str]:
             declared = _composed_choices(str(run.choice("method")))[1].get("baselines")
         except HydraException:
             declared = None
-    return [str(option) for option in declared or ()]
+    # The experiment's, so a missing job's sweep config holds them too.
+    references = lookup(run.config, "report.references") or ()
+    found = [str(option) for option in declared or ()]
+    own = str(run.choice("method"))
+    return found + [str(option) for option in references if str(option) not in (own, *found)]
 
 
 @functools.cache
@@ -393,8 +412,9 @@ def failure(results: dict) -> str:
 
 
 def epoch_metrics() -> tuple[str, ...]:
-    """The per-epoch diagnostics the report reads: the papers' methods', then the per-sample loss's."""
-    return tuple(d.metric for d in (*papers.diagnostics(), *LOSS_DIAGNOSTICS))
+    """The per-epoch diagnostics the report reads: the papers' methods', then the per-sample loss's and the
+    kNN label vote's."""
+    return tuple(d.metric for d in (*papers.diagnostics(), *LOSS_DIAGNOSTICS, *KNN_DIAGNOSTICS))
 
 
 def last_logged(run_dir: Path, names: tuple[str, ...] | None = None) -> dict[str, float]:

@@ -1,13 +1,16 @@
 """Noise-detection curves: per epoch, how well a method that scores or selects samples finds the labels
 the project flipped (which the papers could only guess). Each paper names what its method logs
 (``Paper.diagnostics`` with a ``detection`` panel: PRISM the ROC AUC of its class-centre score and the
-precision and recall of the samples it drops, BSPML the ROC AUC of its sample weights); the reference for
-all, a run's per-sample training loss (``noisydml.callbacks.loss_detection``), its ROC AUC and the
-precision and recall of its highest losses at the true flip rate.
+precision and recall of the samples it drops, BSPML the ROC AUC of its sample weights); the references for
+all: a run's per-sample training loss (``noisydml.callbacks.loss_detection``), its ROC AUC and the
+precision and recall of its highest losses at the true flip rate, and the kNN label vote
+(``noisydml.callbacks.knn_detection``), the same numbers of the vote on each epoch's embedding and on the
+features the run starts from.
 
 One figure per group of runs (a comparison across papers: per data set) and measure (ROC AUC, precision,
 recall): a line per method, noise setting and score, the mean over seeds, so each method's detection is
-drawn beside the per-sample loss's.
+drawn beside the references'. The vote on the starting features is the same for every method trained on
+the same noisy labels: it is one line per noise setting, ``reference: ...``, the mean over seeds.
 """
 
 from __future__ import annotations
@@ -21,12 +24,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from noisydml.report import papers
-from noisydml.report.collect import COMPLETE, LOSS_DIAGNOSTICS, Run
+from noisydml.report.collect import COMPLETE, KNN_DIAGNOSTICS, LOSS_DIAGNOSTICS, REFERENCE_METRICS, Run
 from noisydml.report.comparisons import is_comparison
 from noisydml.report.tables import Group
 from noisydml.utils.run_directory import RunDir
 
-# A panel per measure, every method's curve and the per-sample loss's (the reference) side by side.
+# A panel per measure, every method's curve and the references' side by side.
 PANELS = {
     "auc": "ROC AUC at finding flipped labels",
     "precision": "precision at finding flipped labels (flipped / flagged)",
@@ -35,9 +38,9 @@ PANELS = {
 
 
 def detection_metrics() -> dict[str, tuple[str, str]]:
-    """Each detection metric (the papers' methods', then the per-sample loss's): the panel it is drawn in
-    and the score it measures."""
-    found = [*papers.diagnostics(lambda d: d.detection is not None), *LOSS_DIAGNOSTICS]
+    """Each detection metric (the papers' methods', then the per-sample loss's and the kNN label vote's):
+    the panel it is drawn in and the score it measures."""
+    found = [*papers.diagnostics(lambda d: d.detection is not None), *LOSS_DIAGNOSTICS, *KNN_DIAGNOSTICS]
     return {d.metric: d.detection for d in found if d.detection is not None}
 
 
@@ -77,6 +80,8 @@ def draw_detection(groups: list[Group], out: Path) -> list[tuple[Path, str]]:
         curves: dict[str, dict[str, dict[str, dict[int, list[float]]]]] = defaultdict(
             lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         )
+        # The method-free references: (panel, setting, name) -> epoch -> seed -> value, one value a seed.
+        shared: dict[tuple[str, str, str], dict[int, dict]] = defaultdict(lambda: defaultdict(dict))
         scores: dict[str, set[str]] = defaultdict(set)
         for run in group.runs:
             if run.status != COMPLETE or run.path is None:
@@ -86,7 +91,13 @@ def draw_detection(groups: list[Group], out: Path) -> list[tuple[Path, str]]:
                 panel, score = metrics[metric]
                 scores[panel].add(score)
                 for epoch, value in values.items():
-                    curves[panel][setting][f"{method}: {score}"][epoch].append(value)
+                    if metric in REFERENCE_METRICS:
+                        shared[(panel, setting, f"reference: {score}")][epoch][str(run.seed)] = value
+                    else:
+                        curves[panel][setting][f"{method}: {score}"][epoch].append(value)
+        for (panel, setting, name), by_epoch in shared.items():
+            for epoch, by_seed in by_epoch.items():
+                curves[panel][setting][name][epoch] = list(by_seed.values())
         for panel, settings in sorted(curves.items()):
             path = out / f"{group.slug}_detection_{panel}.png"
             caption = (
