@@ -14,7 +14,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,mlflow,tensorboard]"
 	touch $(STAMP)
 
 ## The default experiment (digits, noise 0.2); pass overrides with ARGS="noise.rate=0.4 ...".

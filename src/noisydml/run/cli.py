@@ -74,6 +74,9 @@ def check_arguments(argv: list[str]) -> None:
             if override.is_sweep_override()
             else [override.get_value_element_as_str()]
         )
+        if isinstance(override.value(), list):
+            # Several options of one group at once (logger=[csv,wandb,mlflow]): each must be one.
+            values = [str(v) for v in override.value()]
         if (CONFIG_DIR / key).is_dir() and not key.startswith("hydra") and not override.is_delete():
             for value in values:
                 _check_option(key, value)
