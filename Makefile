@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# faiss-gpu and faiss-cpu both install the module faiss: the lock's is faiss-cpu.
 	$(BIN)/python -m pip uninstall --quiet --yes faiss-gpu 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,mlflow,tensorboard]"
 	touch $(STAMP)
 
 ## The default experiment (digits, noise 0.2) with portable numerics (the same numbers on any x86-64 CPU:

@@ -20,7 +20,7 @@ LAYERS = (
     ("core",),
     ("data", "losses"),
     ("callbacks", "loggers"),
-    ("run", "report", "testing"),
+    ("run", "report", "dashboard", "testing"),
 )
 LAYER = {package: level for level, packages in enumerate(LAYERS) for package in packages}
 MAX_LINES = 600

@@ -93,8 +93,8 @@ def test_wandb_offline_run_holds_the_test_metrics(compose_config, monkeypatch):
     for name, value in metrics.items():
         assert logged[name] == pytest.approx(value, rel=1e-6)
     config = logged_config(run_files[0])
-    assert config["miner"]["_target_"] == "noisydml.miners.RandomSemihardMiner"
-    assert config["noise"]["rate"] == 0.2
+    assert config["cfg"]["miner"]["_target_"] == "noisydml.miners.RandomSemihardMiner"
+    assert config["cfg"]["noise"]["rate"] == 0.2
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

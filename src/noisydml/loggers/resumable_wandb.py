@@ -14,14 +14,44 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from pytorch_lightning.loggers import WandbLogger
+from pytorch_lightning.loggers.logger import rank_zero_experiment
+
+from noisydml.loggers.run_fields import run_name, sweep_folder
+
+# Scored once per validation: charted against the epoch, not the step (W&B: define_metric).
+EPOCH_METRICS = ("val/*", "test_epoch/*", "train_epoch/*")
 
 
 class ResumableWandbLogger(WandbLogger):
     """:class:`~pytorch_lightning.loggers.WandbLogger` that logs at W&B step = the trainer's global step."""
 
     _last_step = 0
+
+    def __init__(self, *, group: str, name: str | None = None, **kwargs) -> None:
+        # A sweep's jobs share <group>/<sweep folder>: two sweeps of one name= (the folder's time differs)
+        # never share a group. A job's name is its own overrides, which W&B would otherwise make up.
+        super().__init__(group=sweep_group(group), name=name or job_name(group), **kwargs)
+
+    @property
+    @rank_zero_experiment
+    def experiment(self):
+        new = self._experiment is None
+        run = super().experiment
+        if new and hasattr(run, "define_metric"):
+            run.define_metric("epoch")
+            for pattern in EPOCH_METRICS:
+                run.define_metric(pattern, step_metric="epoch")
+        return run
+
+    @rank_zero_only
+    def log_summary(self, fields: Mapping[str, object]) -> None:
+        """Fields of the run as a whole (which epoch was tested, the realised noise rate, the status, the
+        wall time) in W&B's summary, beside the metrics' last values."""
+        self.experiment.summary.update(dict(fields))
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
@@ -37,3 +67,18 @@ class ResumableWandbLogger(WandbLogger):
         for row in rows:
             values = {key: float(value) for key, value in row.items() if key != "step" and value != ""}
             self.log_metrics(values, int(row["step"]))
+
+
+def sweep_group(group: str) -> str:
+    """``group`` for a single run; ``<group>/<sweep folder's name>`` for a job of a sweep."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return group
+    hydra = HydraConfig.get()
+    return f"{group}/{sweep_folder(hydra.runtime.output_dir, hydra.sweep.subdir).name}"
+
+
+def job_name(default: str) -> str:
+    """The job's readable name, from its overrides (``miner=fixed_semihard noise.rate=0.4``)."""
+    if not HydraConfig.initialized():
+        return default
+    return run_name(list(HydraConfig.get().overrides.task), default)

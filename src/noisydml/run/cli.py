@@ -79,6 +79,9 @@ def check_arguments(argv: list[str]) -> None:
         except HydraException:
             # An interval (an Optuna search space) has no values to list; its sweeper checks it.
             continue
+        if isinstance(override.value(), list):
+            # Several options of one group at once (logger=[csv,wandb,mlflow]): each must be one.
+            values = [str(v) for v in override.value()]
         if (CONFIG_DIR / key).is_dir() and not key.startswith("hydra") and not override.is_delete():
             for value in values:
                 _check_option(key, value)

@@ -26,6 +26,7 @@ from noisydml.callbacks.divergence import DivergenceWarning
 from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_bar
 from noisydml.loggers.resumable_csv import keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
+from noisydml.loggers.run_fields import logged_config, summary_fields
 from noisydml.run.numerics import numerics_record
 from noisydml.run.preflight import check_output_dir, check_run_directory, prepare
 from noisydml.run.results import format_metrics, versions
@@ -139,6 +140,11 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
             # BDML's PCA baseline (backbone=identity): the inputs themselves are evaluated.
             print(f"nothing to train in backbone {type(model.backbone).__name__}: evaluating it as it is")
         metrics, selection = test_selected(trainer, model, datamodule, cfg.optimized_metric)
+        noise = datamodule.noise_summary()
+        _log_summary(trainer, summary_fields(FINISHED, selection, noise, time.perf_counter() - started))
+    except BaseException as error:
+        _log_summary(trainer, summary_fields(_end_status(error), wall_time_s=time.perf_counter() - started))
+        raise
     finally:
         _finish_wandb()
 
@@ -150,7 +156,7 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
         FINISHED,
         metrics=metrics,
         selection=selection,
-        noise=datamodule.noise_summary(),
+        noise=noise,
         validation=datamodule.validation_summary(),
         skipped_inputs=datamodule.skipped_inputs,
         **record,
@@ -193,7 +199,7 @@ def _build(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]
     wandb_id = {"id": run.wandb_id()} if checkpoint is not None and run.wandb_id() else {}
     loggers = [instantiate(logger, **(wandb_id if "id" in logger else {})) for logger in cfg.logger.values()]
     for logger in loggers:
-        logger.log_hyperparams(resolved)
+        logger.log_hyperparams(logged_config(resolved, choices))
         if isinstance(logger, ResumableWandbLogger):
             # What W&B lost of the run before its checkpoint (a kill cuts its buffered steps), from the CSV.
             logger.log_rows(history)
@@ -262,6 +268,19 @@ def _message(error: BaseException) -> str:
     if isinstance(error, (ValueError, OSError, FloatingPointError)) and str(error):
         return str(error)
     return f"{type(error).__name__}: {error}"
+
+
+def _log_summary(trainer, fields: dict) -> None:
+    """The run's summary fields to the loggers that keep a summary (W&B's run summary)."""
+    for logger in trainer.loggers:
+        if hasattr(logger, "log_summary"):
+            logger.log_summary(fields)
+
+
+def _end_status(error: BaseException) -> str:
+    if isinstance(error, (SIGTERMException, KeyboardInterrupt, SystemExit)):
+        return INTERRUPTED
+    return FAILED
 
 
 def _global_step(checkpoint) -> int:

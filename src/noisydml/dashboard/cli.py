@@ -1,0 +1,131 @@
+"""``noisydml-dashboard [dirs...]``: the runs and sweeps below the given folders in MLflow's UI, served on
+127.0.0.1 until stopped (Ctrl-C).
+
+MLflow's UI, not a server of our own: its runs table has a column per param and metric, sorts by any of
+them and filters by a search expression (``params.miner = 'fixed_semihard' and metrics.`test/recall@1` >
+0.9``), and each run's page charts its curves. It runs on a local SQLite file, with no account and no
+internet. The store is built afresh from the runs' own files at each start (a few runs a second), so what
+it shows is what the folders hold now; ``--store`` keeps it somewhere to open again with ``mlflow ui``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="noisydml-dashboard",
+        description="Serve runs and sweeps (their results.json and csv/metrics.csv) in MLflow's UI on "
+        f"{LOOPBACK} until stopped.",
+    )
+    parser.add_argument(
+        "dirs",
+        nargs="*",
+        type=Path,
+        default=[Path("outputs")],
+        help="run or sweep folders (default: outputs)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=5000, help="port on 127.0.0.1; 0: a free one (default 5000)"
+    )
+    parser.add_argument(
+        "--store", type=Path, default=None, help="folder for the SQLite store (default: a temporary one)"
+    )
+    return parser.parse_args(argv)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def build_store(dirs: list[Path], store: Path) -> list:
+    """A fresh SQLite store in ``store`` with one experiment per folder of ``dirs``."""
+    from mlflow.tracking import MlflowClient
+
+    from noisydml.dashboard.store import import_folder
+
+    store.mkdir(parents=True, exist_ok=True)
+    database = store / "mlflow.db"
+    database.unlink(missing_ok=True)
+    client = MlflowClient(tracking_uri=_sqlite(database))
+    return [import_folder(client, folder) for folder in dirs]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    missing = [str(d) for d in args.dirs if not d.is_dir()]
+    if missing:
+        sys.exit(f"noisydml-dashboard: {', '.join(missing)}: no such folder; give run or sweep folders")
+    try:
+        import mlflow  # noqa: F401
+    except ImportError:
+        sys.exit('noisydml-dashboard needs MLflow: pip install "noisydml[mlflow]"')
+    port = args.port or free_port()
+    with tempfile.TemporaryDirectory(prefix="noisydml-dashboard-") as temporary:
+        store = args.store or Path(temporary)
+        try:
+            imported = build_store(args.dirs, store)
+        except FileNotFoundError as error:
+            sys.exit(f"noisydml-dashboard: {error}")
+        url = f"http://{LOOPBACK}:{port}"
+        for experiment in imported:
+            pages = experiment.paths()
+            print(f"{experiment.name}: {len(experiment.run_ids)} runs")
+            print(f"  table:   {url}{pages['runs']}\n  compare: {url}{pages['compare']}")
+        print(f"serving on {url} until stopped (Ctrl-C)", flush=True)
+        sys.exit(serve(store, port))
+
+
+def serve(store: Path, port: int) -> int:
+    """MLflow's server on the store, on loopback only, until it stops or this process is told to."""
+    artifacts = store / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        _sqlite(store / "mlflow.db"),
+        "--default-artifact-root",
+        artifacts.as_uri(),
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    # Its own process group, so stopping the dashboard stops MLflow's workers with it.
+    server = subprocess.Popen(command, start_new_session=True)
+
+    def stop(signum, frame) -> None:
+        os.killpg(server.pid, signal.SIGTERM)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
+    try:
+        return server.wait()
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+def _sqlite(path: Path) -> str:
+    return f"sqlite:///{path.resolve()}"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""``noisydml-dashboard`` on a real small sweep, read by a real browser (Debian's headless ``chromium``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip(
+    "mlflow", reason='MLflow is the optional extra the dashboard runs on: pip install ".[mlflow]"'
+)
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+# Two miners at two noise rates, two short epochs on digits: the sweep of issue 27.
+SWEEP = [
+    "-m",
+    "trainer.max_epochs=2",
+    "data.batches_per_epoch=3",
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+    "cpu_threads=1",
+    "noise.rate=0,0.4",
+    "miner=random_semihard,fixed_semihard",
+]
+STARTUP_S = 180
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--window-size=1600,1400",
+    # Lets the page's scripts fetch and render the runs before the DOM is dumped.
+    "--virtual-time-budget=30000",
+]
+
+
+def _env() -> dict[str, str]:
+    # This checkout's code, not whichever noisydml the interpreter has installed.
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+
+
+class _ComparePage(HTMLParser):
+    """MLflow's compare page: its table rows (run names, params: label, then a cell per run), and its metric
+    grid, where a cell is placed by its style (``left``: which run, ``top``: which metric) and a metric's
+    name is a link titled "Plot chart" at the same ``top``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.names: dict[int, str] = {}
+        self.values: dict[tuple[int, int], str] = {}
+        self._cell: list[str] | None = None
+        self._place: tuple[int, int] | None = None
+        self._grid: tuple[str, tuple[int, int]] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th") and self.rows:
+            self._cell = []
+        elif tag == "div" and "top:" in (attrs.get("style") or ""):
+            style = dict(p.split(":", 1) for p in attrs["style"].replace(" ", "").split(";") if ":" in p)
+            if style.get("top", "").endswith("px") and style.get("left", "").endswith("px"):
+                self._place = (int(float(style["top"][:-2])), int(float(style["left"][:-2])))
+        elif tag == "a" and attrs.get("title") == "Plot chart" and self._place:
+            self._grid = ("name", self._place)
+        elif tag == "span" and self._place and "tooltip-data-state" in attrs:
+            self._grid = ("value", self._place)
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag in ("a", "span"):
+            self._grid = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._grid is not None and data.strip():
+            kind, (top, left) = self._grid
+            if kind == "name":
+                self.names[top] = data.strip()
+            else:
+                self.values[top, left] = data.strip()
+
+    def metric(self, name: str) -> list[str]:
+        """The metric's value for each run, left to right."""
+        (top,) = [top for top, label in self.names.items() if label == name]
+        return [
+            value
+            for (row, _), value in sorted(self.values.items(), key=lambda item: item[0][1])
+            if row == top
+        ]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("dashboard") / "sweep"
+    command = [sys.executable, "-c", "from noisydml.run.cli import main; main()", *SWEEP]
+    done = subprocess.run(
+        [*command, f"hydra.sweep.dir={folder}"], env=_env(), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder
+
+
+def _wait_for(url: str, server: subprocess.Popen, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert server.poll() is None, f"noisydml-dashboard exited with {server.returncode}"
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(1)
+    raise AssertionError(f"{url} did not answer within {seconds} s")
+
+
+@pytest.mark.slow
+def test_dashboard_shows_every_run_with_its_noise_rate_miner_and_recall(sweep, tmp_path):
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("no `chromium` on PATH: apt-get install -y chromium (.ci/run does)")
+    from noisydml.dashboard.cli import free_port
+
+    port = free_port()
+    log = (tmp_path / "dashboard.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "noisydml.dashboard.cli", str(sweep), "--port", str(port)],
+        env=_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/health", server, STARTUP_S)
+        printed = (tmp_path / "dashboard.log").read_text()
+        compare = next(line.split()[-1] for line in printed.splitlines() if "compare:" in line)
+        assert compare.startswith(f"http://127.0.0.1:{port}/")
+        page = subprocess.run(
+            [chromium, *CHROMIUM_FLAGS, "--dump-dom", compare], capture_output=True, text=True, timeout=120
+        ).stdout
+        screenshot = os.environ.get("NOISYDML_DASHBOARD_SCREENSHOT")
+        if screenshot:
+            subprocess.run(
+                [chromium, *CHROMIUM_FLAGS, f"--screenshot={screenshot}", compare],
+                capture_output=True,
+                timeout=120,
+            )
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
+        log.close()
+
+    parser = _ComparePage()
+    parser.feed(page)
+    table = {row[0].rstrip(":"): row[1:] for row in parser.rows if row}
+    assert "Run Name" in table, f"no runs in the page: {page[:2000]}"
+    runs = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/results.json"))]
+    assert len(runs) == 4 and len(table["Run Name"]) == 4
+    shown = list(zip(table["noise_rate"], table["miner"], parser.metric("test/recall_at_1"), strict=True))
+    expected = [
+        (f"{r['config']['noise']['rate']:g}", r["choices"]["miner"], f"{r['metrics']['test/recall@1']:.3g}")
+        for r in runs
+    ]
+    # The page rounds metrics to three significant digits; the runs' own values, rounded alike, must match.
+    assert sorted(shown) == sorted(expected)
+    # A server told to stop is gone, with its workers.
+    assert server.returncode is not None
