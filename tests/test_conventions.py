@@ -131,3 +131,18 @@ def test_noisydml_eval_without_a_checkpoint_says_what_to_give(tmp_path):
         [eval_command, f"ckpt_path={tmp_path / 'no.ckpt'}"], cwd=tmp_path, capture_output=True, text=True
     )
     assert f"ckpt_path={tmp_path / 'no.ckpt'} is not a file" in missing.stderr
+
+
+def test_tags_follow_the_choices_in_the_w_and_b_run(compose_config):
+    from hydra.utils import instantiate
+
+    cfg = compose_config("logger=wandb", "tags=[ablation,lr_sweep]", tiny=False)
+    logger = instantiate(cfg.logger.wandb)
+    assert logger._wandb_init["tags"] == [
+        "digits",
+        "triplet",
+        "random_semihard",
+        "uniform",
+        "ablation",
+        "lr_sweep",
+    ]

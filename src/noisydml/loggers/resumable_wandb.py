@@ -31,10 +31,20 @@ class ResumableWandbLogger(WandbLogger):
 
     _last_step = 0
 
-    def __init__(self, *, group: str, name: str | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        *,
+        group: str,
+        name: str | None = None,
+        tags: list[str] | None = None,
+        extra_tags: list[str] | None = None,
+        **kwargs,
+    ) -> None:
         # A sweep's jobs share <group>/<sweep folder>: two sweeps of one name= (the folder's time differs)
         # never share a group. A job's name is its own overrides, which W&B would otherwise make up.
-        super().__init__(group=sweep_group(group), name=name or job_name(group), **kwargs)
+        # extra_tags: the run's own (the config's `tags`), after the choices the config tags every run with.
+        tags = [*(tags or []), *(str(tag) for tag in extra_tags or [])]
+        super().__init__(group=sweep_group(group), name=name or job_name(group), tags=tags, **kwargs)
 
     @property
     @rank_zero_experiment
