@@ -5,8 +5,9 @@
 # missing) and submits one three-job sweep on digits in which every job signals itself after its first
 # optimizer step (noisydml.testing.faults.KillAt). Checks that
 #   - the jobs sent SIGURG and SIGWINCH, which a process ignores unless it asks for them, finish:
-#     COMPLETED in accounting, results.json with status complete and test metrics;
-#   - the job sent SIGKILL dies hard: FAILED in accounting, no results.json, and the sweep fails
+#     COMPLETED in accounting, results.json with status finished and test metrics;
+#   - the job sent SIGKILL dies hard: FAILED in accounting, its results.json still saying `running` with
+#     the command that continues it (written when the run started), and the sweep fails
 #     (UncompletedJobError) instead of hanging.
 # Stops the daemons it started, pass or fail. Needs root. Exits non-zero, saying why, on any failure,
 # including a cluster that cannot come up.
@@ -89,8 +90,10 @@ for signal, state in expected.items():
         good = done.get("status") == "finished" and 0 <= recall <= 1
         what = f"results.json complete, test/recall@1={recall:.3f}" if good else f"no complete {results}"
     else:
-        good = not results.exists()
-        what = "no results.json" if good else f"{results} exists"
+        # Killed outright: the record written at the start says so, with the command that continues it.
+        left = json.loads(results.read_text()) if results.is_file() else {}
+        good = left.get("status") == "running" and "resume=" in left.get("resume", "")
+        what = "results.json running, with its resume command" if good else f"{results}: {left.get('status')}"
     good = good and got == state
     ok = ok and good
     verdict = "" if good else f"  <-- expected {state}"
