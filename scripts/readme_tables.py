@@ -81,11 +81,13 @@ def _stamp_text(folder: Path, rows: list[dict] | None, command: str) -> str:
     seeds = stamp.get("seeds") or {}
     counts = sorted({len(s) for s in seeds.values()})
     versions = stamp.get("versions") or [{}]
-    libraries = ", ".join(f"{k} {v}" for k, v in sorted(versions[0].items())) or "versions unknown"
+    # The commit stays in stamp.json: the README carries no history (tests/test_docs.py).
+    shown = {k: v for k, v in versions[0].items() if k != "git_commit"}
+    libraries = ", ".join(f"{k} {v}" for k, v in sorted(shown.items())) or "versions unknown"
     cpus = "; ".join(stamp.get("cpu") or ["?"])
     return (
-        f"`{command}` at {str(stamp.get('commit', 'unknown'))[:7]}"
-        + (" (with local changes)" if stamp.get("tree_changed") else "")
+        f"`{command}` (its commit in `{folder.relative_to(folder.parent.parent)}/stamp.json`)"
+        + (" with local changes" if stamp.get("tree_changed") else "")
         + f", {'/'.join(map(str, counts)) or '?'} seeds per experiment, on {cpus} "
         f"(numerics {'/'.join(stamp.get('numerics') or ['?'])}; {libraries})"
     )
