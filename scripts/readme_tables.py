@@ -19,7 +19,7 @@ from pathlib import Path
 
 from noisydml.report import papers
 from noisydml.report.claims import RATES
-from noisydml.run.results import format_metrics
+from noisydml.run.results import format_metrics, format_selection
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -175,10 +175,8 @@ def run_block(results: Path = RESULTS) -> str:
     )
     tested = {name: record["metrics"][name] for name in names}
     lines = ["```", format_metrics(tested), ""]
-    selection = record.get("selection") or {}
-    if "epoch" in selection:
-        epochs = f"epoch {selection['epoch'] + 1}/{selection['last_epoch'] + 1}"
-        lines.append(f"tested {epochs}, selected by {selection['metric']} (the last epoch's: test_last/...)")
+    if (selected := format_selection(record.get("selection"))) is not None:
+        lines.append(selected)
     lines.append("```")
     numerics = record.get("numerics", {})
     versions = record.get("versions", {})

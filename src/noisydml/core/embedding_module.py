@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pytorch_lightning as pl
@@ -141,11 +142,18 @@ class EmbeddingModule(pl.LightningModule):
         loss, miner = copy.deepcopy(self.loss), copy.deepcopy(self.miner)
         hooks_of(loss).setup(training_set)
         x, labels, indices = batch
+        with self.unchanged():
+            return self._step_loss(x, labels, indices, loss, miner)
+
+    @contextmanager
+    def unchanged(self) -> Iterator[None]:
+        """Eval mode without gradient, the random generators and the training mode restored after: a
+        computation that leaves training to draw and learn what it would have (preflight's checks)."""
         training = self.training
         with torch.random.fork_rng(), torch.no_grad():
             self.eval()
             try:
-                return self._step_loss(x, labels, indices, loss, miner)
+                yield
             finally:
                 self.train(training)
 

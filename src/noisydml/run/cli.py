@@ -43,11 +43,21 @@ def resume_arguments(argv: list[str]) -> list[str]:
             f"resume={run_dir}: no run directory there ({stored} not found); give the directory a run "
             "printed, e.g. outputs/runs/default/<time>, or resume=auto / resume=never"
         )
-    overrides = [o for o in yaml.safe_load(stored.read_text()) or [] if o.split("=", 1)[0] not in RESUME_KEYS]
     rest = [a for a in argv if a not in given]
-    # Quoted: a sweep job's directory is named by its overrides (commas, equals signs).
-    quoted = str(run_dir).replace("\\", "\\\\").replace("'", "\\'")
-    return [*overrides, *rest, f"hydra.run.dir='{quoted}'"]
+    return [*stored_overrides(run_dir), *rest, f"hydra.run.dir={quoted(run_dir)}"]
+
+
+def stored_overrides(run_dir: Path) -> list[str]:
+    """The overrides a run was started with (``.hydra/overrides.yaml``), less how to continue it."""
+    stored = yaml.safe_load(RunDir(run_dir).overrides.read_text()) or []
+    return [o for o in stored if o.split("=", 1)[0] not in RESUME_KEYS]
+
+
+def quoted(path: Path) -> str:
+    """A path as a quoted override value: a sweep job's directory is named by its overrides (commas,
+    equals signs)."""
+    text = str(path).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
 
 
 # The longest file name most file systems take: name= is a folder of the run's path.

@@ -12,9 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import yaml
-
-from noisydml.run.cli import RESUME_KEYS, check_arguments, run_hydra
+from noisydml.run.cli import check_arguments, quoted, run_hydra, stored_overrides
 from noisydml.utils.errors import BadInput
 from noisydml.utils.run_directory import CHECKPOINTS, RunDir
 
@@ -36,18 +34,17 @@ def eval_arguments(argv: list[str]) -> list[str]:
             f"ckpt_path={checkpoint} is not a file; give a checkpoint a run wrote (checkpoints/*.ckpt)"
         )
     stored = []
-    if checkpoint.parent.name == CHECKPOINTS and RunDir(checkpoint.parent.parent).overrides.is_file():
-        keys = {a.split("=", 1)[0] for a in argv}
-        run_overrides = yaml.safe_load(RunDir(checkpoint.parent.parent).overrides.read_text()) or []
+    run_dir = checkpoint.parent.parent
+    if checkpoint.parent.name == CHECKPOINTS and RunDir(run_dir).overrides.is_file():
+        given_keys = {a.split("=", 1)[0] for a in argv}
         stored = [
             o
-            for o in run_overrides
-            if o.split("=", 1)[0] not in {*keys, *RESUME_KEYS} and not o.startswith("hydra.")
+            for o in stored_overrides(run_dir)
+            if o.split("=", 1)[0] not in given_keys and not o.startswith("hydra.")
         ]
-    quoted = str(checkpoint.resolve()).replace("\\", "\\\\").replace("'", "\\'")
     rest = [a for a in argv if not a.startswith("ckpt_path=")]
     folder = [] if any(a.startswith("hydra.run.dir=") for a in argv) else [EVAL_DIR]
-    return [*stored, *rest, f"ckpt_path='{quoted}'", "resume=never", *folder]
+    return [*stored, *rest, f"ckpt_path={quoted(checkpoint.resolve())}", "resume=never", *folder]
 
 
 def main() -> None:

@@ -467,19 +467,15 @@ def check_one_batch(model: EmbeddingModule, datamodule: Any, choices: dict[str, 
 
 def _check_backbone(model: EmbeddingModule, x: torch.Tensor, backbone: str) -> None:
     """The backbone takes the data's inputs and gives finite embeddings (eval mode, no gradient)."""
-    training = model.training
-    with torch.random.fork_rng(), torch.no_grad():
-        model.eval()
-        try:
+    try:
+        with model.unchanged():
             embeddings = model(x)
-        except RuntimeError as error:
-            raise BadInput(
-                f"backbone={backbone} cannot take the data's inputs of shape {tuple(x.shape[1:])} "
-                f"({str(error).splitlines()[0]}); choose a backbone for this data set or set its input "
-                "size (e.g. backbone.trunk.in_features)"
-            ) from error
-        finally:
-            model.train(training)
+    except RuntimeError as error:
+        raise BadInput(
+            f"backbone={backbone} cannot take the data's inputs of shape {tuple(x.shape[1:])} "
+            f"({str(error).splitlines()[0]}); choose a backbone for this data set or set its input "
+            "size (e.g. backbone.trunk.in_features)"
+        ) from error
     if not torch.isfinite(embeddings).all():
         raise BadInput(
             f"backbone={backbone} gives NaN or infinite embeddings on the first batch; check the data"

@@ -90,3 +90,12 @@ def format_metrics(metrics: dict[str, float]) -> str:
         for v, w in zip(metrics.values(), widths, strict=True)
     )
     return f"{header}\n{values}"
+
+
+def format_selection(selection: dict | None) -> str | None:
+    """The line saying which epoch the test split was scored with, counted from 1 as the epoch lines are
+    (results.json and the CSV keep Lightning's 0-based epoch); None when nothing was selected."""
+    if not selection or "epoch" not in selection:
+        return None
+    epochs = f"epoch {selection['epoch'] + 1}/{selection['last_epoch'] + 1}"
+    return f"tested {epochs}, selected by {selection['metric']} (the last epoch's: test_last/...)"

@@ -29,7 +29,7 @@ from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
 from noisydml.run.numerics import numerics_record
 from noisydml.run.preflight import check_output_dir, check_run_directory, prepare
-from noisydml.run.results import format_metrics, versions
+from noisydml.run.results import format_metrics, format_selection, versions
 from noisydml.run.selection import ValidateLastEpoch, test_selected, watched_callbacks
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.atomic import atomic_write
@@ -167,10 +167,8 @@ def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[s
     # resumed (it is skipped), so it goes. last.ckpt, to train on, and best.ckpt, what was tested, stay.
     run.previous_checkpoint.unlink(missing_ok=True)
     print(f"\n{format_metrics(model.test_metrics)}\n")
-    if selection is not None and "epoch" in selection:
-        # Counted from 1, as the epoch lines are (results.json and the CSV keep Lightning's 0-based epoch).
-        epochs = f"epoch {selection['epoch'] + 1}/{selection['last_epoch'] + 1}"
-        print(f"tested {epochs}, selected by {selection['metric']} (the last epoch's: test_last/...)")
+    if (selected := format_selection(selection)) is not None:
+        print(selected)
     print(f"run directory: {run.path.resolve()}\nresults: {results}")
     return metrics
 
