@@ -91,18 +91,18 @@ def check_fraction(key: str, value: Any, example: float = 0.2) -> float:
 
 def check_writable(path: Path, key: str, fix: str, keep: bool = True) -> None:
     """The folder ``path`` (the value of ``key``) can be created and written (a read-only mount, a full
-    disk, ``/proc``); ``keep=False`` removes the folders the check created."""
-    missing = [p for p in (path, *path.parents) if not p.exists()]
+    disk, ``/proc``). ``keep=True`` creates it; ``keep=False`` leaves the disk as it was found, probing the
+    nearest folder that exists, so that processes checking the same path at once (DDP ranks) never remove
+    a folder another is probing."""
+    probe = path if keep else next((p for p in (path, *path.parents) if p.exists()), path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
+        if keep:
+            path.mkdir(parents=True, exist_ok=True)
+        elif not probe.is_dir():
+            raise NotADirectoryError(20, "Not a directory")
+        with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as error:
         raise BadInput(
             f"{key}={path} cannot be written ({error.strerror}); choose a writable folder with {fix}"
         ) from None
-    finally:
-        if not keep:
-            for folder in missing:
-                if folder.is_dir():
-                    folder.rmdir()
