@@ -137,23 +137,30 @@ def uninterrupted(tmp_path_factory) -> Path:
     return whole
 
 
+# A run that did not finish is not a success to a scheduler or a script: it exits as a process the signal
+# killed does (a shell's 128 + the signal's number), and a SIGKILLed one is that process.
+EXIT_STATUS = {"SIGTERM": 128 + signal.SIGTERM, "SIGINT": 128 + signal.SIGINT, "SIGKILL": -signal.SIGKILL}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kill", ["SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize("kill", list(EXIT_STATUS))
 def test_a_killed_run_continues_with_its_command_to_the_whole_history_of_an_uninterrupted_one(
     uninterrupted, tmp_path, kill
 ):
-    """A preemption (SIGTERM) or a kill outright (SIGKILL: out of memory, a node failure) in the second
-    epoch; the printed (SIGTERM) or recorded (both) command finishes the run with the metrics, the CSV rows
-    and the one W&B run, every step once, of an uninterrupted run."""
+    """A preemption (SIGTERM), Ctrl-C (SIGINT) or a kill outright (SIGKILL: out of memory, a node failure)
+    in the second epoch; the printed (SIGTERM, SIGINT) or recorded (all) command finishes the run with the
+    metrics, the CSV rows and the one W&B run, every step once, of an uninterrupted run."""
     run_dir = tmp_path / "killed"
     fault = [*KILL[:2], f"+callbacks.fault.signal={kill}"]
     killed = cli(*CLI_RUN, *fault, f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    # A run that did not finish is not a success to a scheduler or a script.
-    assert killed.returncode == (128 + signal.SIGTERM if kill == "SIGTERM" else -signal.SIGKILL)
+    assert killed.returncode == EXIT_STATUS[kill], killed.stderr
     recorded = json.loads((run_dir / "results.json").read_text())
-    assert recorded["status"] == ("interrupted" if kill == "SIGTERM" else "running")
+    assert recorded["status"] == ("running" if kill == "SIGKILL" else "interrupted")
     assert recorded["resume"] == f"noisydml resume={run_dir}"
-    if kill == "SIGTERM":
+    if kill != "SIGKILL":
+        assert recorded["error"] == (
+            "Ctrl-C" if kill == "SIGINT" else "SIGTERM: preempted, cancelled or out of time"
+        )
         printed = re.search(r"continue it with:\n\s+(noisydml .*)", killed.stderr).group(1)
         assert printed == recorded["resume"]
 
@@ -168,6 +175,50 @@ def test_a_killed_run_continues_with_its_command_to_the_whole_history_of_an_unin
     assert metrics_rows(run_dir) == metrics_rows(uninterrupted)
     assert len(wandb_run_ids(run_dir)) == 1 and len(list((run_dir / "wandb").glob("offline-run-*"))) == 2
     assert wandb_history(run_dir) == wandb_history(uninterrupted)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("requeued", [True, False])
+def test_a_job_submitit_requeues_stops_after_its_step_and_the_requeued_job_finishes_it(
+    uninterrupted, tmp_path, requeued
+):
+    """submitit's own executor (hydra/launcher=submitit_local, the SLURM launcher's machinery on one machine)
+    and its requeue signal in the second epoch: submitit requeues the job, the run stops after the step with
+    last.ckpt and exits as submitit has it (status 144, on which its executor runs the job again); the
+    requeued job continues from that step to the whole history of an uninterrupted run. A job timed out more
+    often than hydra.launcher.max_num_timeout is not requeued: it is interrupted (exit 143) with its
+    checkpoint and the reason, and the sweep fails."""
+    sweep = tmp_path / "sweep"
+    fault = [*KILL[:2], "+callbacks.fault.signal=SIGUSR2"]
+    # Under 10 minutes submitit takes any signal for the time limit's, which here may come 0 times.
+    limit = [] if requeued else ["hydra.launcher.timeout_min=10", "+hydra.launcher.max_num_timeout=0"]
+    launcher = ["hydra/launcher=submitit_local", f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=job", *limit]
+    swept = cli("--multirun", *launcher, *CLI_RUN, *fault, cwd=tmp_path)
+    run_dir = sweep / "job"
+    # The job's output, each time it ran: submitit's lines in .out, the run's stderr in .err.
+    (err,) = sweep.glob(".submitit/*/*_0_log.err")
+    stopped = err.with_suffix(".out").read_text() + err.read_text()
+    results = json.loads((run_dir / "results.json").read_text())
+    if requeued:
+        assert swept.returncode == 0, swept.stderr
+        # Once: the requeued job starts after the step the signal came at, so the fault does not fire again.
+        assert "Requeued job" in stopped
+        requeued_line = "interrupted (SIGUSR2: requeued by submitit (a time limit or a preemption))"
+        assert stopped.count(requeued_line) == 1
+        assert "resuming from" in stopped
+        assert results["status"] == "finished"
+        assert results["metrics"] == json.loads((uninterrupted / "results.json").read_text())["metrics"]
+        assert metrics_rows(run_dir) == metrics_rows(uninterrupted)
+        assert len(wandb_run_ids(run_dir)) == 1 and wandb_history(run_dir) == wandb_history(uninterrupted)
+    else:
+        assert swept.returncode != 0 and "Requeued job" not in stopped
+        assert results["status"] == "interrupted" and results["resume"] == f"noisydml resume={run_dir}"
+        assert results["error"] == (
+            "SIGUSR2: a time limit or a preemption, not requeued "
+            "(Job not requeued because: timed-out too many times.)"
+        )
+        last = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+        assert last["global_step"] == 7
 
 
 def snapshot(run_dir: Path) -> dict[str, bytes]:

@@ -29,6 +29,7 @@ from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
 from noisydml.run.numerics import numerics_record
 from noisydml.run.preflight import check_output_dir, check_run_directory, prepare
+from noisydml.run.requeue import RequeueAtStepEnd
 from noisydml.run.results import format_metrics, format_selection, versions
 from noisydml.run.selection import ValidateLastEpoch, test_selected, watched_callbacks
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
@@ -58,16 +59,20 @@ def train(cfg: DictConfig) -> dict[str, float]:
     }
     if rank_zero_only.rank == 0:
         _start(cfg, run, record)
+    requeue = RequeueAtStepEnd()
     try:
-        return _train(cfg, run, resolved, record)
+        return _train(cfg, run, resolved, record, requeue)
     except SIGTERMException as stop:
         # SIGTERM: preemption, scancel, a time limit. Lightning's exception exits 0, which a scheduler or a
-        # script takes for a finished job: exit as a process killed by SIGTERM does.
-        _record_end(run, record, INTERRUPTED, stop)
-        raise SystemExit(128 + signal.SIGTERM) from stop
+        # script takes for a finished job: exit as a process killed by SIGTERM does, or as submitit exits
+        # after requeueing the job, so that the requeued job runs.
+        _record_end(run, record, INTERRUPTED, stop, requeue.message(), requeued=requeue.exit is not None)
+        raise (requeue.exit or SystemExit(128 + signal.SIGTERM)) from stop
     except (KeyboardInterrupt, SystemExit) as stop:
-        # Lightning turns Ctrl-C into SystemExit.
         _record_end(run, record, INTERRUPTED, stop)
+        if _ctrl_c(stop):
+            # Lightning turns Ctrl-C into exit status 1; a process stopped by SIGINT exits 130.
+            raise SystemExit(128 + signal.SIGINT) from stop
         raise
     except Exception as error:
         _record_end(run, record, FAILED, error)
@@ -116,10 +121,12 @@ def _start(cfg: DictConfig, run: RunDir, record: dict) -> None:
     print(f"run directory: {run.path.resolve()} (if it stops, continue it with: {resume})", flush=True)
 
 
-def _train(cfg: DictConfig, run: RunDir, resolved: dict, record: dict) -> dict[str, float]:
+def _train(
+    cfg: DictConfig, run: RunDir, resolved: dict, record: dict, requeue: RequeueAtStepEnd
+) -> dict[str, float]:
     started = time.perf_counter()
     try:
-        checkpoint, datamodule, model, trainer = _build(cfg, run, resolved, record["choices"])
+        checkpoint, datamodule, model, trainer = _build(cfg, run, resolved, record["choices"], requeue)
     except Exception as error:
         _finish_wandb()
         if isinstance(error, BadInput):
@@ -185,7 +192,9 @@ def load_weights(model: torch.nn.Module, path: str) -> None:
         ) from error
 
 
-def _build(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]) -> tuple:
+def _build(
+    cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str], requeue: RequeueAtStepEnd
+) -> tuple:
     """The checkpoint to continue from, the data, the model and the trainer with its loggers and callbacks."""
     prepared = prepare(cfg, run, choices)
     checkpoint, datamodule, model = prepared.checkpoint, prepared.datamodule, prepared.model
@@ -206,6 +215,7 @@ def _build(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]
         *watched_callbacks(callbacks, datamodule.validation_stages),
         ValidateLastEpoch(),
         DivergenceWarning(),
+        requeue,
     ]
     bar = wants_progress_bar(cfg.trainer.enable_progress_bar)
     callbacks.append(progress_bar() if bar else EpochLine())
@@ -229,13 +239,20 @@ def group_choices() -> dict[str, str]:
     return {group: option for group, option in choices.items() if group.split("/")[0] != "hydra"}
 
 
-def _record_end(run: RunDir, record: dict, status: str, error: BaseException) -> None:
+def _record_end(
+    run: RunDir,
+    record: dict,
+    status: str,
+    error: BaseException,
+    message: str | None = None,
+    requeued: bool = False,
+) -> None:
     """``results.json`` of a run that did not finish, its traceback in ``error.log``; for an interrupted
-    run, the command that continues it."""
+    run, the command that continues it (a requeued job runs it by itself)."""
     if rank_zero_only.rank != 0:
         return
     resume = f"noisydml resume={run.path.resolve()}"
-    fields = {"error": _message(error), "error_type": type(error).__name__}
+    fields = {"error": message or _message(error), "error_type": type(error).__name__}
     try:
         fields["traceback"] = run.write_traceback(traceback.format_exc()).name
         if status == INTERRUPTED:
@@ -246,9 +263,9 @@ def _record_end(run: RunDir, record: dict, status: str, error: BaseException) ->
         print(f"could not record the run's end in {run.path}: {unwritable}", file=sys.stderr)
         return
     if status == INTERRUPTED:
+        then = "the requeued job continues it; by hand" if requeued else "continue it with"
         print(
-            f"\ninterrupted ({fields['error']}); the run is in {run.path.resolve()}\n"
-            f"continue it with:\n  {resume}",
+            f"\ninterrupted ({fields['error']}); the run is in {run.path.resolve()}\n{then}:\n  {resume}",
             file=sys.stderr,
             flush=True,
         )
@@ -259,13 +276,21 @@ def _message(error: BaseException) -> str:
     the type is named where the message alone does not say what went wrong."""
     if isinstance(error, SIGTERMException):
         return "SIGTERM: preempted, cancelled or out of time"
-    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+    if _ctrl_c(error):
         return "Ctrl-C"
+    if isinstance(error, SystemExit):
+        # submitit's exit after requeueing a job outside training (building, testing), or a library's.
+        return f"exit status {error.code}"
     if isinstance(error, InstantiationException) and error.__cause__ is not None:
         error = error.__cause__
     if isinstance(error, (ValueError, OSError, FloatingPointError)) and str(error):
         return str(error)
     return f"{type(error).__name__}: {error}"
+
+
+def _ctrl_c(error: BaseException) -> bool:
+    """Ctrl-C, or the exit Lightning makes of it (``sys.exit(1)`` while handling KeyboardInterrupt)."""
+    return isinstance(error, KeyboardInterrupt) or isinstance(error.__context__, KeyboardInterrupt)
 
 
 def _log_summary(trainer, fields: dict) -> None:
