@@ -188,21 +188,58 @@ BAD_INPUTS = [
         ["dataset=features", "data.P=4", "data.K=2", "data.val_fraction=0", "dataset.root={data}/good"],
         r"backbone=mlp cannot take the data's inputs of shape \(8,\) .*backbone.trunk.in_features",
     ),
+    (
+        ["dataset=features", "dataset.root={data}/one_class", "backbone.trunk.in_features=8"],
+        r"dataset.root=.*/one_class: the training rows of features.npz \(split 'train' or 0\) are all of one "
+        r"class \(label 0\); metric learning needs at least 2 training classes \(the P x K sampler draws "
+        r"data.P of them\): save the rows of more classes in it, or point dataset.root at another",
+    ),
+    (
+        [
+            "dataset.split=disjoint",
+            "dataset.train_digits=[0,2,4,6,8,10]",
+            "dataset.label_map=[0,1,0,1,0,1,0,1,0,1]",
+        ],
+        r"dataset.train_digits=\[0,2,4,6,8,10\]: dataset=digits has no digit 10 \(its classes are 0 to 9\); "
+        r"e.g. dataset.train_digits=\[0,1,2,3,4,5\]",
+    ),
+    (
+        ["dataset=mnist5k", "dataset.split=disjoint", "dataset.train_digits=[6,7,8,9,10,11]"],
+        r"dataset.train_digits=\[6,7,8,9,10,11\]: dataset=mnist5k has no digits 10, 11 "
+        r"\(its classes are 0 to 9\)",
+    ),
+    (
+        [
+            "dataset.split=disjoint",
+            "dataset.train_digits=[0,2,4,6,8]",
+            "dataset.label_map=[0,1,0,1,0,1,0,1,0,1]",
+        ],
+        r"dataset.train_digits=\[0,2,4,6,8\] under dataset.label_map=\[0,1,0,1,0,1,0,1,0,1\] trains on one "
+        r"label; metric learning needs at least 2 training classes .*; "
+        r"e.g. dataset.train_digits=\[0,1,2,3,4,5\]",
+    ),
+    (
+        ["dataset.split=disjoint", "dataset.train_digits=[0,1,2,3,4,5,6,7,8,9]"],
+        r"dataset.train_digits=\[0,1,2,3,4,5,6,7,8,9\] with dataset.split=disjoint leaves no digit to "
+        r"test on",
+    ),
 ]
 
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    """Feature files of 8-d rows, 4 classes x 6: good, with two NaN rows, and cut short."""
+    """Feature files of 8-d rows, 4 classes x 6: good, with two NaN rows, cut short, and with one class."""
     rng = np.random.default_rng(0)
     features = rng.normal(size=(24, 8)).astype(np.float32)
     labels, split = (
         np.repeat(np.arange(4), 6),
         np.tile(["train", "train", "train", "test", "test", "test"], 4),
     )
-    for name in ("good", "nan", "corrupt"):
+    for name in ("good", "nan", "corrupt", "one_class"):
         (tmp_path / "features" / name).mkdir(parents=True)
     np.savez(tmp_path / "features" / "good" / "features.npz", features=features, labels=labels, split=split)
+    one = tmp_path / "features" / "one_class" / "features.npz"
+    np.savez(one, features=features, labels=np.zeros_like(labels), split=split)
     features[[3, 7]] = np.nan
     np.savez(tmp_path / "features" / "nan" / "features.npz", features=features, labels=labels, split=split)
     good = (tmp_path / "features" / "good" / "features.npz").read_bytes()

@@ -10,6 +10,7 @@ from sklearn.model_selection import train_test_split
 from noisydml.data.base import Splits, TensorDataset
 
 SPLITS = ("same_classes", "disjoint")
+DIGITS = tuple(range(10))
 
 
 class Digits:
@@ -46,6 +47,36 @@ class Digits:
         self.split_seed = split_seed
         self.train_digits = list(range(5)) if train_digits is None else list(train_digits)
         self.label_map = None if label_map is None else np.asarray(label_map, dtype=np.int64)
+        self._check_training_digits()
+
+    def _check_training_digits(self) -> None:
+        """Digits that do not exist, a disjoint split that leaves nothing to test, or training labels of
+        one class (even/odd over digits of one parity) are refused here, naming the keys: the noise or the
+        sampler would otherwise fail on what is left of the training split, blaming themselves."""
+        digits = _listed("dataset.train_digits", self.train_digits)
+        fix = "e.g. dataset.train_digits=[0,1,2,3,4,5] (Levi et al.'s even/odd trains on 0-5)"
+        unknown = [str(d) for d in self.train_digits if d not in DIGITS]
+        if unknown:
+            raise ValueError(
+                f"{digits}: dataset={self.name} has no digit{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(unknown)} (its classes are 0 to 9); {fix}"
+            )
+        disjoint = self.split == "disjoint"
+        trained = sorted(set(self.train_digits)) if disjoint else list(DIGITS)
+        if disjoint and len(trained) == len(DIGITS):
+            raise ValueError(f"{digits} with dataset.split=disjoint leaves no digit to test on; {fix}")
+        if self.label_map is None:
+            labels, what = trained, f"{digits} trains on {len(trained)} digit"
+        else:
+            labels = sorted(set(self.label_map[trained].tolist()))
+            mapped = _listed("dataset.label_map", self.label_map.tolist())
+            what = f"{digits} under {mapped} trains on one label" if disjoint else f"{mapped} is one label"
+            fix = fix if disjoint else "e.g. dataset.label_map=[0,1,0,1,0,1,0,1,0,1] (even/odd)"
+        if len(labels) < 2:
+            raise ValueError(
+                f"{what}; metric learning needs at least 2 training classes (the P x K sampler draws data.P "
+                f"of them); {fix}"
+            )
 
     def images_and_labels(self) -> tuple[torch.Tensor, np.ndarray]:
         """Every image as an (N, 1, H, W) float tensor in [0, 1], and its digit."""
@@ -72,3 +103,8 @@ class Digits:
             test=TensorDataset(images[test_idx], labels[test_idx]),
             train_eval_labels=None if self.label_map is None else labels[train_idx],
         )
+
+
+def _listed(key: str, values: list) -> str:
+    """``key=[a,b,c]``, as it is typed on the command line."""
+    return f"{key}=[{','.join(str(v) for v in values)}]"

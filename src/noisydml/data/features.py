@@ -61,6 +61,14 @@ class PrecomputedFeatures:
                 f"{', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''}); fix or drop them"
             )
         train = self.train_mask(split, path)
+        classes = np.unique(labels[train])
+        if len(classes) < 2:
+            held = f"are all of one class (label {classes[0]})" if len(classes) else "are none"
+            raise ValueError(
+                f"dataset.root={self.root}: the training rows of {self.file} (split 'train' or 0) {held}; "
+                "metric learning needs at least 2 training classes (the P x K sampler draws data.P of them): "
+                f"save the rows of more classes in it, or point dataset.root at another {self.file}"
+            )
         features = features.astype(np.float32)
         return Splits(
             train=TensorDataset(torch.from_numpy(features[train]), labels[train]),
