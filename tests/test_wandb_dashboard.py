@@ -115,3 +115,41 @@ def test_two_sweeps_land_in_two_groups_with_readable_names_flat_choices_and_a_su
         axes = _step_metrics(path)
         assert axes["val/*"] == "epoch"
         assert "epoch" in axes
+
+
+def _report(sweep: Path, out: Path, *options: str) -> Path:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+        "WANDB_MODE": "offline",
+    }
+    command = [sys.executable, "-c", "from noisydml.report.cli import main; main()", str(sweep)]
+    done = subprocess.run(
+        [*command, "--out", str(out), *options], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out / sweep.name
+
+
+@pytest.mark.slow
+def test_the_report_of_a_sweep_is_an_artifact_of_a_report_run_in_the_sweeps_group(tmp_path):
+    jobs = _sweep(tmp_path / "sweep", "noise.rate=0,0.4")
+    (group,) = {_run_record(path).run_group for path in jobs}
+    (project,) = {_run_record(path).project for path in jobs}
+
+    report = _report(tmp_path / "sweep", tmp_path / "reports")
+    (run_file,) = report.glob("wandb/offline-run-*/run-*.wandb")
+    run = _run_record(run_file)
+    assert (run.project, run.run_group, run.job_type) == (project, group, "report")
+    (artifact,) = [r.artifact for r in records(run_file) if r.WhichOneof("record_type") == "artifact"]
+    assert (artifact.type, artifact.name) == ("report", "report-sweep")
+    logged = sorted(entry.path for entry in artifact.manifest.contents)
+    written = sorted(
+        str(p.relative_to(report)) for p in report.rglob("*") if p.is_file() and "wandb" not in p.parts
+    )
+    assert logged == written
+    assert {"report.md", "runs.csv", "cells.csv"} <= set(logged)
+    assert any(path.startswith("figures/") and path.endswith(".png") for path in logged)
+
+    unlogged = _report(tmp_path / "sweep", tmp_path / "unlogged", "--no-wandb")
+    assert (unlogged / "report.md").is_file() and not (unlogged / "wandb").exists()

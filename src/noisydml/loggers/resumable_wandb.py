@@ -20,7 +20,7 @@ from lightning_fabric.utilities.rank_zero import rank_zero_only
 from pytorch_lightning.loggers import WandbLogger
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
-from noisydml.loggers.run_fields import run_name, sweep_folder
+from noisydml.loggers.run_fields import run_name, wandb_group
 
 # Scored once per validation: charted against the epoch, not the step (W&B: define_metric).
 EPOCH_METRICS = ("val/*", "test_epoch/*", "train_epoch/*")
@@ -84,7 +84,7 @@ def sweep_group(group: str) -> str:
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return group
     hydra = HydraConfig.get()
-    return f"{group}/{sweep_folder(hydra.runtime.output_dir, hydra.sweep.subdir).name}"
+    return wandb_group(group, True, hydra.runtime.output_dir, hydra.sweep.subdir)
 
 
 def job_name(default: str) -> str:

@@ -79,6 +79,12 @@ def summary_fields(
     return fields
 
 
+def wandb_group(group: str, multirun: bool, output_dir: str | Path, subdir: str | Path) -> str:
+    """The W&B group of a run whose config says ``group``: that for a single run, ``<group>/<sweep
+    folder's name>`` for a job of a sweep, whose folder is ``output_dir`` (``<sweep dir>/<subdir>``)."""
+    return f"{group}/{sweep_folder(output_dir, subdir).name}" if multirun else group
+
+
 def sweep_folder(output_dir: str | Path, subdir: str | Path) -> Path:
     """The sweep's folder of a sweep job whose folder is ``<sweep dir>/<subdir>``; ``subdir`` may have
     several parts (``method=le2019/triplet`` names a job folder inside a folder)."""

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from noisydml.loggers.wandb_report import log_report
 from noisydml.report import claims as claims_module
 from noisydml.report import comparisons, selection_bias
 from noisydml.report.calculator import DEFAULT_ETAS, theory_text
@@ -189,6 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--theory", action="store_true", help="print Le & Odobez's pair noise and triplet bound"
     )
+    parser.add_argument(
+        "--no-wandb",
+        dest="wandb",
+        action="store_false",
+        help="do not log the report as an artifact to the W&B project and group of its runs (it is, when "
+        "they logged to W&B: offline without an account)",
+    )
     parser.add_argument("--p", type=float, help="with --theory: the sample label noise rate")
     parser.add_argument("--classes", type=int, help="with --theory: the number of classes K")
     args = parser.parse_args(argv)
@@ -217,6 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in comparisons.summary_lines(report.against_baselines):
         print(line.replace("**", ""))
     print(f"\nreport: {report.directory / 'report.md'} ({len(report.figures)} figures)")
+    if args.wandb:
+        runs = [run.path for table in report.tables for run in table.group.runs if run.path is not None]
+        for line in log_report(report.directory, runs):
+            print(line)
     return 0
 
 
