@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip(
     "mlflow", reason='MLflow is the optional extra the dashboard runs on: pip install ".[mlflow]"'
@@ -183,3 +184,41 @@ def test_dashboard_shows_every_run_with_its_noise_rate_miner_and_recall(sweep, t
     assert sorted(shown) == sorted(expected)
     # A server told to stop is gone, with its workers.
     assert server.returncode is not None
+
+
+@pytest.mark.slow
+def test_logger_mlflow_names_each_run_by_its_overrides_as_wandb_does(tmp_path):
+    """A live sweep with logger=mlflow into a SQLite store: each MLflow run is named by its job's overrides,
+    the name its W&B run and its noisydml-dashboard run get (loggers.run_fields.run_name)."""
+    from mlflow.tracking import MlflowClient
+
+    from noisydml.loggers.run_fields import run_name
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tiny = ["trainer.max_epochs=1", "data.batches_per_epoch=2", "trainer.enable_progress_bar=false"]
+    command = [sys.executable, "-c", "from noisydml.run.cli import main; main()", "-m", "logger=mlflow"]
+    swept = [
+        *tiny,
+        "cpu_threads=1",
+        "miner=random_semihard,fixed_semihard",
+        f"hydra.sweep.dir={tmp_path / 's'}",
+    ]
+    done = subprocess.run(
+        [*command, *swept],
+        env={**_env(), "MLFLOW_TRACKING_URI": store},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    client = MlflowClient(tracking_uri=store)
+    (experiment,) = [e for e in client.search_experiments() if e.name == "default"]
+    runs = client.search_runs([experiment.experiment_id])
+    names = sorted(run.info.run_name for run in runs)
+    # Where or how a job logs (the progress bar, threads, logger=, hydra.*) does not name it.
+    assert names == [f"{' '.join(tiny[:2])} miner={m}" for m in ("fixed_semihard", "random_semihard")]
+    stored = [yaml.safe_load(p.read_text()) for p in (tmp_path / "s").glob("*/.hydra/overrides.yaml")]
+    assert sorted(run_name(overrides, "default") for overrides in stored) == names
+    assert all("test/recall_at_1" in run.data.metrics for run in runs)

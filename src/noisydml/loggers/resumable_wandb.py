@@ -20,7 +20,7 @@ from lightning_fabric.utilities.rank_zero import rank_zero_only
 from pytorch_lightning.loggers import WandbLogger
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
-from noisydml.loggers.run_fields import run_name, wandb_group
+from noisydml.loggers.run_fields import job_name, wandb_group
 
 # Scored once per validation: charted against the epoch, not the step (W&B: define_metric).
 EPOCH_METRICS = ("val/*", "test_epoch/*", "train_epoch/*")
@@ -85,10 +85,3 @@ def sweep_group(group: str) -> str:
         return group
     hydra = HydraConfig.get()
     return wandb_group(group, True, hydra.runtime.output_dir, hydra.sweep.subdir)
-
-
-def job_name(default: str) -> str:
-    """The job's readable name, from its overrides (``miner=fixed_semihard noise.rate=0.4``)."""
-    if not HydraConfig.initialized():
-        return default
-    return run_name(list(HydraConfig.get().overrides.task), default)

@@ -1,4 +1,5 @@
-"""What a dashboard filters, groups and names runs by, from a run's config or its ``results.json``.
+"""What a dashboard filters, groups and names runs by, from a run's config or its ``results.json`` (or, in
+a running job, Hydra's record of it).
 
 The resolved config has ~130 nested keys (every ``_target_``, every path) but not the choices a user thinks
 in: these flat keys are those choices. The loggers write them at the top of a run's config, and
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
 
 # Groups whose option is a choice a user makes per run (the rest, e.g. metrics=default, rarely change).
 CHOICE_GROUPS = ("dataset", "backbone", "loss", "miner", "noise", "experiment")
@@ -58,6 +61,14 @@ def run_name(overrides: Sequence[str], default: str) -> str:
     that only say where or how it logs; ``default`` (the config's ``name``) for a run of the defaults."""
     kept = [o for o in overrides if not o.lstrip("+~").startswith(UNNAMED_PREFIXES)]
     return " ".join(kept) or default
+
+
+def job_name(default: str) -> str:
+    """The running job's readable name, :func:`run_name` of its overrides in Hydra's record; ``default``
+    where Hydra has none (a config composed in Python)."""
+    if not HydraConfig.initialized():
+        return default
+    return run_name(list(HydraConfig.get().overrides.task), default)
 
 
 def summary_fields(
