@@ -19,6 +19,7 @@ from pathlib import Path
 
 from noisydml.report import papers
 from noisydml.report.claims import RATES
+from noisydml.report.collect import method_config
 from noisydml.run.results import format_metrics, format_selection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +35,8 @@ REPRODUCTIONS = (
     ("mnist5k", "MNIST, 5,000 images", "make reproduce-mnist5k"),
 )
 COMPARISONS = ("noisy_dml_cpu", "make reproduce-noisy-dml-cpu")
+# The training-free reference every noisy_dml method is compared with (report.references).
+REFERENCE = "reference/knn_filter"
 NOT_YET = "not yet reproduced at this version"
 
 
@@ -58,6 +61,8 @@ def block(results: Path = RESULTS) -> str:
     lines.append(
         f"- PRISM's noise protocols, every method against its own baseline: {_comparisons_text(comparisons)}"
     )
+    if (rows := _read(comparisons)) is not None and (against := reference_lines(rows)):
+        lines += [f"  - {line}" for line in against]
     lines += ["", "| claim | the paper says | " + " | ".join(t for _, t, _, _ in columns) + " |"]
     lines.append("|---" * (2 + len(columns)) + "|")
     for claim in papers.claims():
@@ -104,6 +109,36 @@ def _comparisons_text(path: Path) -> str:
         f"{counts['inconclusive']} inconclusive, {counts['missing']} missing (Benjamini-Hochberg over "
         f"{family}, false discovery rate 5%; `results/{COMPARISONS[0]}/comparisons.csv`)"
     )
+
+
+def reference_lines(rows: list[dict]) -> list[str]:
+    """Where the methods beat the training-free reference and where they do not: a line per setting (data
+    set, noise model, rate) with the methods better and worse than it, and how many are neither."""
+    label = method_config(REFERENCE)[1] or REFERENCE
+    settings: dict[tuple[str, str, str], dict[str, list[str]]] = {}
+    for row in rows:
+        if row["baseline"] == label:
+            found = settings.setdefault((row["dataset"], row["noise"], row["noise_rate"]), {})
+            found.setdefault(row["verdict"], []).append(row["method"])
+    lines = []
+    for (dataset, noise, rate), verdicts in settings.items():
+        better, worse = verdicts.get("better", []), verdicts.get("worse", [])
+        rest = sum(
+            len(methods) for verdict, methods in verdicts.items() if verdict not in ("better", "worse")
+        )
+        lines.append(
+            f"against the training-free {label} ({dataset}, {noise} noise at {_percent(rate)}): better "
+            f"{_names(better)}; worse {_names(worse)}; {rest} inconclusive or missing"
+        )
+    return lines
+
+
+def _names(methods: list[str]) -> str:
+    return f"{len(methods)} ({', '.join(sorted(methods))})" if methods else "none"
+
+
+def _percent(rate: str) -> str:
+    return f"{float(rate):.0%}" if rate else "?"
 
 
 def _cell(rows: list[dict], claim: str) -> str:

@@ -3,6 +3,7 @@ drawn by scripts/readme_tables.py: no number in it is typed by hand."""
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 from pathlib import Path
@@ -90,3 +91,27 @@ def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> No
     assert stamp["cpu"] == ["Test CPU"] and stamp["numerics"] == ["portable"]
     assert stamp["versions"] == [{"python": "3.11.7", "torch": "2.14.1"}]
     assert stamp["seeds"] == {"levi2021/digits": [0, 1]} and stamp["complete_runs"] == 2
+
+
+def test_the_readme_says_where_methods_beat_the_training_free_reference_and_where_not(tmp_path: Path) -> None:
+    tables = script("readme_tables")
+    folder = tmp_path / "noisy_dml_cpu"
+    folder.mkdir()
+    fields = ("dataset", "noise", "noise_rate", "method", "baseline", "verdict", "n_comparisons")
+    rows = [
+        ("digits", "symmetric", "0.5", "PRISM", "kNN filter + triplet", "better"),
+        ("digits", "symmetric", "0.5", "BSPML", "kNN filter + triplet", "worse"),
+        ("digits", "symmetric", "0.5", "Triplet, random semi-hard", "kNN filter + triplet", "inconclusive"),
+        # Against its own paper's baseline: not a statement about the reference.
+        ("digits", "symmetric", "0.5", "BSPML", "Multi-similarity", "better"),
+        ("mnist5k", "small_cluster", "0.25", "PRISM", "kNN filter + triplet", "missing"),
+    ]
+    with (folder / "comparisons.csv").open("w", newline="") as f:
+        csv.writer(f).writerows([fields, *((*row, 4) for row in rows)])
+    text = tables.block(tmp_path)
+    assert (
+        "  - against the training-free kNN filter + triplet (digits, symmetric noise at 50%): better 1 "
+        "(PRISM); worse 1 (BSPML); 1 inconclusive or missing" in text
+    )
+    assert "(mnist5k, small_cluster noise at 25%): better none; worse none; 1 inconclusive or missing" in text
+    assert "of 5 comparisons, 2 better, 1 worse, 1 inconclusive, 1 missing" in text

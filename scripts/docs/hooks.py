@@ -10,6 +10,7 @@ extension guide from ``ARCHITECTURE.md``.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import re
 from pathlib import Path
 
@@ -159,22 +160,37 @@ def results_page() -> str:
         "# Results",
         "",
         "The committed result files under `results/`, one folder per reproduction, each stamped with the "
-        "CPU, the library versions, the seeds and the commit that produced it.",
+        "CPU, the library versions, the seeds and the commit that produced it (`stamp.json`).",
         "",
     ]
-    tables = sorted(RESULTS.glob("*/claims.csv")) if RESULTS.is_dir() else []
+    tables = (
+        sorted([*RESULTS.glob("*/claims.csv"), *RESULTS.glob("*/comparisons.csv")])
+        if RESULTS.is_dir()
+        else []
+    )
     if not tables:
         out.append("No reproduction has been committed at this version yet.")
     for table in tables:
         out += [f"## {table.parent.name}", ""]
-        stamp = table.parent / "stamp.yaml"
+        stamp = table.parent / "stamp.json"
         if stamp.exists():
-            out += ["```yaml", stamp.read_text().rstrip(), "```", ""]
+            out += ["```json", stamp.read_text().rstrip(), "```", ""]
         with table.open(newline="") as f:
             rows = list(csv.reader(f))
+        if table.name == "comparisons.csv":
+            named = [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
+            out += [f"- {line}" for line in _readme_tables().reference_lines(named)] + [""]
         if rows:
             out.append("| " + " | ".join(rows[0]) + " |")
             out.append("|" + " --- |" * len(rows[0]))
             out += ["| " + " | ".join(_escape(cell) for cell in row) + " |" for row in rows[1:]]
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _readme_tables():
+    """scripts/readme_tables.py, whose statements the README and this site share."""
+    spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts" / "readme_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
