@@ -13,6 +13,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 import layouts
+import sweeps
 from noisydml import CONFIG_DIR
 
 # Small and fast: one short epoch on digits, CSV logging only.
@@ -46,6 +47,12 @@ def compose_config(tmp_path: Path) -> Callable[..., DictConfig]:
 
     yield _compose
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture(scope="session")
+def small_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sweep of issue 27 (tests/sweeps.py), run once for every test that reads it."""
+    return sweeps.run_sweep(tmp_path_factory.mktemp("small_sweep") / "sweep")
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,38 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+import browser
+from sweeps import checkout_env
+
 pytest.importorskip(
     "mlflow", reason='MLflow is the optional extra the dashboard runs on: pip install ".[mlflow]"'
 )
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-# Two miners at two noise rates, two short epochs on digits: the sweep of issue 27.
-SWEEP = [
-    "-m",
-    "trainer.max_epochs=2",
-    "data.batches_per_epoch=3",
-    "logger=csv",
-    "trainer.enable_progress_bar=false",
-    "cpu_threads=1",
-    "noise.rate=0,0.4",
-    "miner=random_semihard,fixed_semihard",
-]
 STARTUP_S = 180
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--window-size=1600,1400",
-    # Lets the page's scripts fetch and render the runs before the DOM is dumped.
-    "--virtual-time-budget=30000",
-]
-
-
-def _env() -> dict[str, str]:
-    # This checkout's code, not whichever noisydml the interpreter has installed.
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
 
 
 class _ComparePage(HTMLParser):
@@ -106,17 +81,6 @@ class _ComparePage(HTMLParser):
         ]
 
 
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("dashboard") / "sweep"
-    command = [sys.executable, "-c", "from noisydml.run.cli import main; main()", *SWEEP]
-    done = subprocess.run(
-        [*command, f"hydra.sweep.dir={folder}"], env=_env(), capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return folder
-
-
 def _wait_for(url: str, server: subprocess.Popen, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -130,17 +94,15 @@ def _wait_for(url: str, server: subprocess.Popen, seconds: float) -> None:
 
 
 @pytest.mark.slow
-def test_dashboard_shows_every_run_with_its_noise_rate_miner_and_recall(sweep, tmp_path):
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("no `chromium` on PATH: apt-get install -y chromium (.ci/run does)")
+def test_dashboard_shows_every_run_with_its_noise_rate_miner_and_recall(small_sweep, tmp_path):
+    browser.chromium()
     from noisydml.dashboard.cli import free_port
 
     port = free_port()
     log = (tmp_path / "dashboard.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "noisydml.dashboard.cli", str(sweep), "--port", str(port)],
-        env=_env(),
+        [sys.executable, "-m", "noisydml.dashboard.cli", str(small_sweep), "--port", str(port)],
+        env=checkout_env(),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -150,16 +112,10 @@ def test_dashboard_shows_every_run_with_its_noise_rate_miner_and_recall(sweep, t
         printed = (tmp_path / "dashboard.log").read_text()
         compare = next(line.split()[-1] for line in printed.splitlines() if "compare:" in line)
         assert compare.startswith(f"http://127.0.0.1:{port}/")
-        page = subprocess.run(
-            [chromium, *CHROMIUM_FLAGS, "--dump-dom", compare], capture_output=True, text=True, timeout=120
-        ).stdout
+        page = browser.dump_dom(compare)
         screenshot = os.environ.get("NOISYDML_DASHBOARD_SCREENSHOT")
         if screenshot:
-            subprocess.run(
-                [chromium, *CHROMIUM_FLAGS, f"--screenshot={screenshot}", compare],
-                capture_output=True,
-                timeout=120,
-            )
+            browser.screenshot(compare, Path(screenshot))
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -173,7 +129,7 @@ def test_dashboard_shows_every_run_with_its_noise_rate_miner_and_recall(sweep, t
     parser.feed(page)
     table = {row[0].rstrip(":"): row[1:] for row in parser.rows if row}
     assert "Run Name" in table, f"no runs in the page: {page[:2000]}"
-    runs = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/results.json"))]
+    runs = [json.loads(p.read_text()) for p in sorted(small_sweep.glob("*/results.json"))]
     assert len(runs) == 4 and len(table["Run Name"]) == 4
     shown = list(zip(table["noise_rate"], table["miner"], parser.metric("test/recall_at_1"), strict=True))
     expected = [
@@ -205,7 +161,7 @@ def test_logger_mlflow_names_each_run_by_its_overrides_as_wandb_does(tmp_path):
     ]
     done = subprocess.run(
         [*command, *swept],
-        env={**_env(), "MLFLOW_TRACKING_URI": store},
+        env={**checkout_env(), "MLFLOW_TRACKING_URI": store},
         cwd=tmp_path,
         capture_output=True,
         text=True,

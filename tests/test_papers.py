@@ -80,7 +80,7 @@ def write_runs(root: Path) -> None:
                 "loss": {"gamma": gamma},
                 "noise": {"rate": 0},
             }
-            choices = {"loss": "triplet", "miner": "all", "dataset": "digits"}
+            choices = {"loss": "triplet", "miner": "all", "dataset": "digits", "experiment": "fake2030/fig9"}
             (run / ".hydra" / "overrides.yaml").write_text(
                 yaml.safe_dump([f"loss.gamma={gamma}", f"seed={seed}"])
             )
@@ -118,8 +118,11 @@ def test_a_sixth_paper_is_read_from_its_own_files(sixth_paper: None, tmp_path: P
     report = write_report([tmp_path / "runs"], tmp_path / "out", "fake")
     text = (report.directory / "report.md").read_text()
     assert "| fake2030-gamma | Fake et al. 2030 | Gamma 0.5 beats 90% |" in text
-    # Its axis, its diagnostic's name and its figure's citation.
-    assert "fake weight vs γ (loss.gamma): fake2030/fig9 [digits] reproduces Fake et al. Fig. 9" in text
+    # Its axis, its diagnostic's name and, the runs being its experiment's, its figure's citation.
+    assert (
+        "fake weight against γ (loss.gamma): triplet loss, all miner, digits; experiment fake2030/fig9: "
+        "reproduces Fake et al. Fig. 9." in text
+    )
     assert (
         report.directory / "figures" / "fake2030_fig9_digits__train_fake_weight_vs_loss.gamma.png"
     ).is_file()

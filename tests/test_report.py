@@ -25,7 +25,7 @@ from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect, method_c
 from noisydml.report.papers import le2019
 from noisydml.report.plots import metric_series, num_classes, ratio_series, theory_lines
 from noisydml.report.published import load_published
-from noisydml.report.tables import group_runs, markdown, pivot
+from noisydml.report.tables import group_runs, metric_tables, pivot
 
 
 def on_all_seeds(verdict: claims.Verdict) -> str:
@@ -153,10 +153,10 @@ def test_table_cells_are_mean_and_95_percent_interval_over_seeds(le_sweep: Path)
     table = pivot(group)
     assert table.column_key == "noise.rate"
     assert [row.label for row in table.rows] == [
-        "triplet + fixed_semihard",
-        "triplet + fixed_semihard (topline)",
-        "triplet + random_semihard",
-        "triplet + random_semihard (topline)",
+        "Triplet + fixed semi-hard",
+        "Triplet + fixed semi-hard (topline)",
+        "Triplet + random semi-hard",
+        "Triplet + random semi-hard (topline)",
     ]
     random = table.rows[2].cells["0.4"]
     # By hand: mean(0.80, 0.82, 0.90) = 0.84; deviations -0.04, -0.02, 0.06; sqrt(0.0056 / 2) = 0.052915.
@@ -164,8 +164,8 @@ def test_table_cells_are_mean_and_95_percent_interval_over_seeds(le_sweep: Path)
     assert random.std("test/recall@1") == pytest.approx(0.0529150262)
     # Half the 95% t-interval: t(0.975, 2) = 4.302653 times 0.052915 / sqrt(3) = 0.131448.
     assert random.ci95("test/recall@1") == pytest.approx(0.131448, abs=1e-6)
-    text = markdown([table], published=[])
-    assert "| triplet + random_semihard | 95.00 ± 0.00 (n=3) | 84.00 ± 13.14 (n=3) |" in text
+    text = metric_tables(table, published=[])
+    assert "| Triplet + random semi-hard | 95.00 ± 0.00 (n=3) | 84.00 ± 13.14 (n=3) |" in text
     # Fixed semi-hard at p = 0.4: one run, one crash, one never started; none silently dropped.
     assert "| 70.00 (n=1); failed 1/3; missing 1/3 |" in text
 
@@ -182,7 +182,7 @@ def test_claims_are_paired_by_seed_on_fabricated_le_sweep(le_sweep: Path) -> Non
     assert comparison.result.n_seeds == 1 and comparison.result.effect == pytest.approx(0.8 / 0.9 - 0.7 / 0.9)
     # NMI is 0.5 + seed / 10 everywhere: every ratio is 1, no difference at the one paired seed.
     assert on_all_seeds(verdicts["le2019-ratio-nmi"]) == claims.INCONCLUSIVE
-    assert "p=0.4: triplet + random_semihard 1.000 vs triplet + fixed_semihard 1.000" in (
+    assert "p=0.4: Triplet + random semi-hard 1.000 vs Triplet + fixed semi-hard 1.000" in (
         verdicts["le2019-ratio-nmi"].detail
     )
     # 96 > 95 at p = 0 on every seed: the difference does not vary, so the interval is the point.
@@ -218,7 +218,7 @@ def test_ratio_claim_is_contradicted_and_reports_gaps(tmp_path: Path) -> None:
                     write(miner, noise, rate, seed, value, f"{miner},{noise},{rate},{seed}")
     verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([sweep])))}["le2019-ratio"]
     assert on_all_seeds(verdict) == claims.NOT_EVALUATED
-    assert "fixed_semihard (topline) at noise.rate=0.4: missing 3/3" in verdict.detail
+    assert "Triplet + fixed semi-hard (topline) at noise.rate=0.4: missing 3/3" in verdict.detail
     # Give fixed its topline: now random's ratio 0.667 is below fixed's 0.889 on every seed.
     for seed in range(3):
         write("fixed_semihard", "topline", 0.4, seed, 0.9, f"late{seed}")
@@ -266,7 +266,7 @@ def bdml_runs(root: Path, recall: dict, lrs: dict | None = None) -> list[Path]:
 def test_published_numbers_sit_beside_our_cells(tmp_path: Path) -> None:
     bdml_runs(tmp_path, {("DML", 0.5): [0.70, 0.72], ("BDML", 0.5): [0.74, 0.76]})
     (group,) = group_runs(collect([tmp_path]))
-    text = markdown([pivot(group)], load_published())
+    text = metric_tables(pivot(group), load_published())
     # BDML Table 1 (MNIST, 50% noise): DML 71.86, BDML 73.60.
     # 95% interval of two seeds 0.02 apart: t(0.975, 1) = 12.7062 times 0.014142 / sqrt(2) = 0.127062.
     assert "| DML | 71.00 ± 12.71 (n=2); paper 71.86, Δ −0.86 |" in text
@@ -514,7 +514,7 @@ def test_report_writes_tables_figures_and_claims(le_sweep: Path, tmp_path: Path)
     (cell,) = [
         c
         for c in cells
-        if c["method"] == "triplet + random_semihard"
+        if c["method"] == "Triplet + random semi-hard"
         and c["column_value"] == "0.4"
         and c["metric"] == "test/recall@1"
     ]
@@ -624,8 +624,8 @@ def test_method_sweep_with_nested_job_dirs_labels_jobs_that_never_ran(tmp_path: 
     (missing,) = [row for row in table.rows if row.runs[0].status == MISSING]
     # What the method file says, read from conf/method/, not the sweep's base method.
     assert missing.choice("miner") == groups["miner"] == "fixed_semihard"
-    assert missing.label == (label or "triplet + fixed_semihard")
-    assert "missing 1/1" in markdown([table], published=[])
+    assert missing.label == (label or "Triplet + fixed semi-hard")
+    assert "missing 1/1" in metric_tables(table, published=[])
 
 
 def test_unresolved_configs_get_the_figure_and_name_their_protocol_derives(tmp_path: Path) -> None:
@@ -1027,10 +1027,10 @@ def test_claims_with_bootstrap_intervals(tmp_path: Path) -> None:
 def test_noise_plots_draw_95_percent_intervals_and_the_finite_k_bound(le_sweep: Path, tmp_path: Path) -> None:
     (group,) = group_runs(collect([le_sweep]))
     table = pivot(group)
-    (random,) = [s for s in metric_series(table, "test/recall@1") if s.label == "triplet + random_semihard"]
+    (random,) = [s for s in metric_series(table, "test/recall@1") if s.label == "Triplet + random semi-hard"]
     # Error bars are half the 95% t-interval, not the std: 13.1448 points at p = 0.4 (std 5.29).
     assert random.error[random.x.index(0.4)] == pytest.approx(13.1448, abs=1e-4)
-    (ratio,) = [s for s in ratio_series(table, "test/recall@1") if s.label.startswith("triplet + random")]
+    (ratio,) = [s for s in ratio_series(table, "test/recall@1") if s.label.startswith("Triplet + random")]
     # Ratios 0.8/0.9, 0.82/0.9, 0.9/0.9 on the three paired seeds: std 0.058794, t(0.975, 2) = 4.302653.
     assert ratio.error[ratio.x.index(0.4)] == pytest.approx(4.302653 * 0.0587945 / math.sqrt(3), abs=1e-5)
     # The runs do not say how many classes they trained on: Eq. 27's large-K bound, named as such.
@@ -1053,6 +1053,56 @@ def test_noise_plots_draw_95_percent_intervals_and_the_finite_k_bound(le_sweep: 
         )
     (group,) = group_runs(collect([tmp_path]))
     assert num_classes(pivot(group)) == 5
+
+
+def as_experiment(sweep: Path, experiment: str) -> None:
+    """Records ``experiment=<experiment>`` in every choice of a sweep's runs and of its multirun.yaml."""
+    for file in [*sweep.glob("*/.hydra/hydra.yaml"), sweep / "multirun.yaml"]:
+        data = yaml.safe_load(file.read_text())
+        data["hydra"]["runtime"]["choices"]["experiment"] = experiment
+        file.write_text(yaml.safe_dump(data))
+
+
+@pytest.mark.parametrize("experiment", [None, "digits/le2019_noise"])
+def test_only_an_experiment_is_titled_with_its_papers_figure_and_bound(
+    le_sweep: Path, tmp_path: Path, experiment: str | None
+) -> None:
+    if experiment:
+        as_experiment(le_sweep, experiment)
+    (group,) = group_runs(collect([le_sweep]))
+    assert group.experiment == experiment
+    report = write_report([le_sweep], tmp_path / "reports", "le")
+    captions = {path.name: caption for path, caption in report.figures}
+    recall = captions["le2019_digits_digits__test_recall@1_vs_noise.rate.png"]
+    ratio = captions["le2019_digits_digits__ratio_test_recall@1_vs_noise.rate.png"]
+    assert recall.startswith(
+        "Recall@1 (%) against label noise rate p, by miner and noise (triplet loss, digits)"
+    )
+    assert ratio.startswith(
+        "noisy / topline Recall@1 against label noise rate p, by miner (triplet loss, uniform noise, digits)"
+    )
+    if experiment:
+        # The runs are that experiment: its paper's figures, and the bound its theory derives, explained.
+        assert "; experiment digits/le2019_noise: reproduces Le & Odobez Figs. 1-3 (a-c). Points:" in recall
+        assert "; experiment digits/le2019_noise: reproduces Le & Odobez Figs. 1d-3d. Points:" in ratio
+        assert "Dotted vertical lines: Le & Odobez's bound on the label noise rate p" in recall
+        assert "(Eq. 27, the large-K limit (the runs do not say how many classes they trained on))" in recall
+    else:
+        assert "reproduces" not in recall + ratio and "Dotted" not in recall + ratio
+        # Asked for on the command line, the bound is drawn on any sweep's noise-rate figures.
+        asked = write_report([le_sweep], tmp_path / "reports", "asked", etas=[2.0])
+        (caption,) = [
+            c for p, c in asked.figures if p.name == "le2019_digits_digits__test_recall@1_vs_noise.rate.png"
+        ]
+        assert "Dotted vertical lines" in caption and "reproduces" not in caption
+    # n per point: three seeds but where fixed semi-hard crashed (p = 0.4: one run, no error bar).
+    (fixed,) = [
+        s for s in metric_series(pivot(group), "test/recall@1") if s.label == "Triplet + fixed semi-hard"
+    ]
+    assert fixed.n == [3, 1] and fixed.legend == "Triplet + fixed semi-hard (n=1–3)"
+    assert fixed.error[0] == 0 and math.isnan(fixed.error[1])
+    assert "Points: the mean over seeds of n runs each" in recall
+    assert "Points: the mean over seeds of n seed pairs each" in ratio
 
 
 @pytest.mark.parametrize(
@@ -1237,8 +1287,8 @@ def test_noisy_dml_comparison_shows_no_paper_claims(tmp_path: Path, figure: str)
         # A line per method and baseline over the four settings (noise model x rate); fixed semi-hard ran
         # one seed at p = 0.4 (uniform), whose difference has no interval.
         assert (
-            "- digits: **triplet + fixed_semihard** vs triplet + random_semihard: better at 2 of 4 settings, "
-            "worse at 0, inconclusive at 2\n" in text
+            "- digits: **Triplet + fixed semi-hard** vs Triplet + random semi-hard: better at 2 of 4 "
+            "settings, worse at 0, inconclusive at 2\n" in text
         )
         with (report.directory / "comparisons.csv").open() as f:
             rows = list(csv.DictReader(f))
@@ -1456,8 +1506,12 @@ def test_report_is_the_same_under_any_hash_seed(tmp_path: Path) -> None:
             env={**os.environ, "PYTHONHASHSEED": hash_seed},
         )
         outputs.append(
-            {p.name: p.read_bytes() for p in sorted((out / "r").glob("*")) if p.suffix in (".md", ".csv")}
+            {
+                p.name: p.read_bytes()
+                for p in sorted((out / "r").glob("*"))
+                if p.suffix in (".md", ".csv", ".html")
+            }
         )
-    assert outputs[0].keys() == outputs[1].keys() and "comparisons.csv" in outputs[0]
+    assert outputs[0].keys() == outputs[1].keys() and {"comparisons.csv", "report.html"} <= outputs[0].keys()
     for name in outputs[0]:
         assert outputs[0][name] == outputs[1][name], name

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from sweeps import checkout_env
 from wandb_records import logged_config, records
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 TINY = [
     "trainer.max_epochs=2",
     "data.batches_per_epoch=2",
@@ -22,12 +21,7 @@ TINY = [
 
 
 def _sweep(folder: Path, *overrides: str) -> list[Path]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-        "WANDB_MODE": "offline",
-        "WANDB_SILENT": "true",
-    }
+    env = {**checkout_env(), "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
     command = [
         sys.executable,
         "-c",
@@ -99,7 +93,7 @@ def test_two_sweeps_land_in_two_groups_with_readable_names_flat_choices_and_a_su
             "miner": "random_semihard",
             "noise": "uniform",
             "noise_rate": results["config"]["noise"]["rate"],
-            "method": "triplet + random_semihard",
+            "method": "Triplet + random semi-hard",
             "seed": 0,
         }
         # The whole resolved config is still there, below the choices.
@@ -118,11 +112,7 @@ def test_two_sweeps_land_in_two_groups_with_readable_names_flat_choices_and_a_su
 
 
 def _report(sweep: Path, out: Path, *options: str) -> Path:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-        "WANDB_MODE": "offline",
-    }
+    env = {**checkout_env(), "WANDB_MODE": "offline"}
     command = [sys.executable, "-c", "from noisydml.report.cli import main; main()", str(sweep)]
     done = subprocess.run(
         [*command, "--out", str(out), *options], env=env, capture_output=True, text=True, timeout=600

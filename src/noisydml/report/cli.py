@@ -1,19 +1,23 @@
 """``noisydml-report``: tables, figures and the claims summary of sweeps, beside the published numbers;
 ``noisydml-report --theory --p 0.2 --classes 100``: Le & Odobez's noise calculator.
 
-The report goes to ``<out>/<name>/``: ``report.md`` (claims, figures, tables), ``claims.md``,
+The report goes to ``<out>/<name>/``: ``report.md`` (the results first, a section per group of runs with
+its figures and tables, then the claims these runs can evaluate and one line for the rest),
+``report.html`` (the same page, one file, its figures inline), ``claims.md`` (every claim),
 ``claims.csv`` (every paired comparison: effect, 95% CI, p-value, seeds, verdict), ``cells.csv`` (every
-table cell, numbers as fractions), ``runs.csv`` (every run with its status) and
-``figures/*.png``. A comparison across papers (conf/experiment/noisy_dml/), which no paper's claim is
-about, gets instead of the claims each method against its own paper's baseline (``comparisons.csv``,
-:mod:`noisydml.report.comparisons`) and, where its runs scored the test split every epoch, what
-selecting on the test split inflates (``test_selection.csv``, :mod:`noisydml.report.selection_bias`).
+table cell, numbers as fractions), ``runs.csv`` (every run with its status) and ``figures/`` (each
+figure as a PNG and an SVG). A comparison across papers (conf/experiment/noisy_dml/), which no paper's
+claim is about, gets instead of the claims each method against its own paper's baseline
+(``comparisons.csv``, :mod:`noisydml.report.comparisons`) and, where its runs scored the test split every
+epoch, what selecting on the test split inflates (``test_selection.csv``,
+:mod:`noisydml.report.selection_bias`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,17 +27,19 @@ from noisydml.loggers.wandb_report import log_report
 from noisydml.report import claims as claims_module
 from noisydml.report import comparisons, selection_bias
 from noisydml.report.calculator import DEFAULT_ETAS, theory_text
-from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect
+from noisydml.report.collect import FAILED, collect
 from noisydml.report.detection import draw_detection
-from noisydml.report.plots import draw_embeddings, draw_table
-from noisydml.report.published import load_published
+from noisydml.report.page import write_page
+from noisydml.report.plots import draw_embeddings, draw_table, swept
+from noisydml.report.published import Published, load_published
 from noisydml.report.statistics import INTERVALS, T, interval_kind
 from noisydml.report.tables import (
     Table,
     group_runs,
-    markdown,
     md_cell,
+    metric_tables,
     pivot,
+    run_counts,
     slug,
     write_cells_csv,
     write_runs_csv,
@@ -44,8 +50,13 @@ LEGEND = (
     "metric; cells.csv has the std too); recall, NMI, mAP and "
     "accuracies in %. `paper X, Δ ±Y`: the published number (src/noisydml/report/papers/<paper>.csv) and "
     "our mean minus it. `failed k/n`: run directories without a complete results.json (a crash, or a job "
-    "still running); `missing k/n`: jobs of the sweep's multirun.yaml that have no directory yet."
+    "still running); `missing k/n`: jobs of the sweep's multirun.yaml that have no directory yet. Each "
+    "figure is also an SVG beside its PNG in `figures/`, and `report.html` is this page with them inline."
 )
+
+
+# Up to a full stop before a capital ("... digits). Points: ..."), not one inside a citation ("Figs. 1-3").
+_FIRST_SENTENCE = re.compile(r"(.+?\.)(?=\s+[A-Z])")
 
 
 @dataclass
@@ -61,12 +72,14 @@ def write_report(
     paths: Sequence[Path],
     out: Path,
     name: str | None = None,
-    etas: Sequence[float] = DEFAULT_ETAS,
+    etas: Sequence[float] | None = None,
     metrics: Sequence[str] | None = None,
     interval: str = T,
 ) -> Report:
-    """Read the runs under ``paths`` and write the report to ``out/<name>``; the claims' comparisons get
-    ``interval`` intervals (``t`` or ``bootstrap``)."""
+    """Read the runs under ``paths`` and write the report to ``out/<name>``: report.md and the same page
+    as report.html, its results first, then the claims these runs can evaluate. The claims' comparisons
+    get ``interval`` intervals (``t`` or ``bootstrap``); noise-rate figures draw the noise bound of each
+    of ``etas`` (None: only an experiment of a paper that draws it, :func:`plots.bound_etas`)."""
     runs = collect([Path(p) for p in paths])
     if not runs:
         raise ValueError(
@@ -85,45 +98,75 @@ def write_report(
         inflations = selection_bias.inflations(groups)
     # A comparison across papers gets its forest plot instead of the noise-rate line plots: some 30
     # methods on one axis cannot be read, and the papers' figures and noise bounds are not about it.
-    figures = [
-        figure
+    drawn = [
+        draw_embeddings(table, figures_dir)
+        if comparisons.is_comparison(table.group)
+        else draw_table(table, figures_dir, etas)
         for table in tables
-        for figure in (
-            draw_embeddings(table, figures_dir)
-            if comparisons.is_comparison(table.group)
-            else draw_table(table, figures_dir, etas)
-        )
     ]
-    figures += comparisons.draw_forest(against_baselines, figures_dir)
-    figures += draw_detection(groups, figures_dir)
+    across = comparisons.draw_forest(against_baselines, figures_dir) + draw_detection(groups, figures_dir)
+    figures = [figure for found in drawn for figure in found] + across
 
-    claims_md = claims_module.markdown(verdicts)
-    (directory / "claims.md").write_text(claims_md)
+    claims_module.write_claims_md(verdicts, directory / "claims.md")
     claims_module.write_claims_csv(verdicts, directory / "claims.csv")
     if against_baselines:
         comparisons.write_csv(against_baselines, directory / "comparisons.csv")
     if inflations:
         selection_bias.write_csv(inflations, directory / "test_selection.csv")
-    # Where no paper's claim applies, the comparison with each method's own baseline takes its place.
-    claims_section = (
-        claims_md.replace("# Claims", "## Claims", 1) + "\n" if verdicts or not against_baselines else ""
-    )
     write_cells_csv(tables, published, directory / "cells.csv")
     write_runs_csv(tables, directory / "runs.csv")
-    counts = ", ".join(f"{sum(r.status == s for r in runs)} {s}" for s in (COMPLETE, FAILED, MISSING))
+    results = "".join(
+        _table_section(table, found, published, metrics) for table, found in zip(tables, drawn, strict=True)
+    )
+    if across:
+        results += f"### Across the groups\n\n{_figures_markdown(across)}\n\n"
+    # Where no paper's claim applies, the comparison with each method's own baseline takes its place.
+    claims_section = claims_module.report_section(verdicts) if verdicts or not against_baselines else ""
     sources = "\n".join(f"- `{p}`" for p in paths)
-    figure_md = "\n\n".join(f"![{caption}](figures/{path.name})\n\n*{caption}*" for path, caption in figures)
     failed = "".join(f"- `{run.path}`: {md_cell(run.error)}\n" for run in runs if run.status == FAILED)
-    failed_md = f"## Failed runs\n\n{failed}\n" if failed else ""
+    failed_md = f"\n## Failed runs\n\n{failed}" if failed else ""
+    where = "the folders they came from, and why the failed ones failed," if failed else "their folders"
     text = (
-        f"# Report: {directory.name}\n\n{len(runs)} runs ({counts}) from:\n\n{sources}\n\n{failed_md}"
-        f"{_tuning_markdown(paths)}{claims_section}"
+        f"# Report: {directory.name}\n\n{run_counts(runs)}; {where} at the end.\n\n"
+        f"## Results\n\n{LEGEND}\n\n{results}{_tuning_markdown(paths)}{claims_section}"
         f"{comparisons.markdown(against_baselines, interval)}{selection_bias.markdown(inflations)}"
-        f"## Figures\n\n{figure_md or 'none'}\n\n"
-        f"# Tables\n\n{LEGEND}\n\n{markdown(tables, published, list(metrics) if metrics else None)}"
+        f"## Runs\n\n{run_counts(runs)} from:\n\n{sources}\n{failed_md}"
     )
     (directory / "report.md").write_text(text)
+    write_page(text, directory / "report.html", title=f"Report: {directory.name}")
     return Report(directory, tables, verdicts, figures, against_baselines)
+
+
+def _figures_markdown(figures: list[tuple[Path, str]]) -> str:
+    """Each figure and its caption below it; the caption's first sentence is its alternative text."""
+    return "\n\n".join(
+        f"![{first.group(1) if (first := _FIRST_SENTENCE.match(caption)) else caption}]"
+        f"(figures/{path.name})\n\n*{caption}*"
+        for path, caption in figures
+    )
+
+
+def _table_section(
+    table: Table,
+    figures: list[tuple[Path, str]],
+    published: list[Published],
+    metrics: Sequence[str] | None,
+) -> str:
+    """One group's results: what its runs swept, its figures, then a table per metric."""
+    group = table.group
+    what = (
+        f"the runs of experiment `{group.experiment}`"
+        if group.experiment
+        else "no paper's experiment (the runs recorded no `experiment=`)"
+    )
+    by, shared = swept(table)
+    rows = f"a row per {by}" if by else "one row"
+    intro = (
+        f"### {group.title}\n\n{run_counts(group.runs)}: `{table.column_key}` in the columns and {rows}, "
+        f"all with {shared}; {what}.\n\n"
+    )
+    shown = f"{_figures_markdown(figures)}\n\n" if figures else ""
+    return intro + shown + metric_tables(table, published, list(metrics) if metrics else None, level=4) + "\n"
 
 
 def _tuning_markdown(paths: Sequence[Path]) -> str:
@@ -174,9 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--eta",
         type=float,
         nargs="+",
-        default=list(DEFAULT_ETAS),
-        help="hard/easy sampling skews whose noise bound is drawn on noise plots (Eq. 24 at the runs' K) "
-        "and printed by --theory",
+        help="hard/easy sampling skews whose triplet-loss noise bound (Eq. 24 at the runs' K) is drawn on "
+        "every noise-rate figure and printed by --theory (default: drawn only on an experiment of Le & "
+        f"Odobez, and printed, at {' '.join(f'{eta:g}' for eta in DEFAULT_ETAS)})",
     )
     parser.add_argument(
         "--metrics", nargs="+", help="only these metrics in the Markdown tables (e.g. test/recall@1)"
@@ -208,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "e.g. --theory --p 0.2 --classes 100"
             )
         try:
-            print(theory_text(args.p, args.classes, args.eta))
+            print(theory_text(args.p, args.classes, args.eta or DEFAULT_ETAS))
         except ValueError as error:
             parser.error(str(error))
         if not args.paths:
@@ -219,12 +262,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = write_report(args.paths, args.out, args.name, args.eta, args.metrics, args.interval)
     except (ValueError, FileNotFoundError) as error:
         parser.error(str(error))
-    for verdict in report.verdicts:
+    evaluated, rest = claims_module.evaluated(report.verdicts)
+    for verdict in evaluated:
         where = f" [{verdict.where}]" if verdict.where else ""
         print(f"{verdict.status:>14}: {verdict.claim.id}{where}: {verdict.detail}")
+    if rest:
+        print(claims_module.not_evaluated_line(rest).replace("`", ""))
     for line in comparisons.summary_lines(report.against_baselines):
         print(line.replace("**", ""))
-    print(f"\nreport: {report.directory / 'report.md'} ({len(report.figures)} figures)")
+    print(
+        f"\nreport: {report.directory / 'report.md'}, the same page with its figures inline: "
+        f"{report.directory / 'report.html'} ({len(report.figures)} figures, PNG and SVG)"
+    )
     if args.wandb:
         runs = [run.path for table in report.tables for run in table.group.runs if run.path is not None]
         for line in log_report(report.directory, runs):

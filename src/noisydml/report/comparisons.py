@@ -30,6 +30,7 @@ from matplotlib.figure import Figure
 from noisydml.report import papers
 from noisydml.report.collect import declared_baselines, method_config
 from noisydml.report.pairing import RECALL, by_seed, gap, interval_text, peer_key
+from noisydml.report.plots import save_figure
 from noisydml.report.statistics import (
     ALPHA,
     CONTRADICTED,
@@ -318,5 +319,4 @@ def _forest(comparisons: list[Comparison], path: Path, title: str) -> None:
     axes_row[0].set_ylim(-0.7, len(pairs) - 0.3)
     figure.suptitle(title, fontsize=9)
     figure.set_layout_engine("constrained")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    save_figure(figure, path)

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from noisydml.report import papers
 from noisydml.report.collect import COMPLETE, KNN_DIAGNOSTICS, LOSS_DIAGNOSTICS, REFERENCE_METRICS, Run
 from noisydml.report.comparisons import is_comparison
+from noisydml.report.plots import save_figure
 from noisydml.report.tables import Group
 from noisydml.utils.run_directory import RunDir
 
@@ -148,5 +149,4 @@ def _plot(settings: dict[str, dict[str, dict[int, list[float]]]], path: Path, yl
                 labels.append(name)
     figure.legend(handles, labels, loc="center left", bbox_to_anchor=(width / (width + 3.5), 0.5), fontsize=6)
     figure.subplots_adjust(left=0.06 * 10 / (width + 3.5), right=width / (width + 3.5) - 0.01, wspace=0.08)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    save_figure(figure, path)

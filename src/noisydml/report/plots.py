@@ -1,37 +1,44 @@
-"""The papers' curves from our tables: one generic line plot (a metric against the column key, one line
-per method, error bars the 95% t-interval of the mean over seeds) and, per column key, which metrics to
-draw and which published figure each reproduces (``figure_spec``: the axes any sweep may vary, and each
-paper's own axes and citations, :mod:`noisydml.report.papers`). Noise-rate plots also get the noisy /
-topline ratio (Le & Odobez Figs. 1d-3d, 4) and vertical lines at the triplet-loss noise bound for each eta
-asked for: Eq. 24's finite-K bound at the number of classes the runs trained on, Eq. 27's large-K one
-when the runs do not say.
+"""The curves of our tables: one generic line plot (a metric against the column key, one line per
+method, each point's run count n in the legend or beside it, error bars the 95% t-interval of the mean
+where n > 1) and, per column key, which metrics to draw (``figure_spec``: the axes any sweep may vary, and
+each paper's own axes, :mod:`noisydml.report.papers`). A figure's title says what its runs swept
+(``swept``); only the runs of a paper's experiment (the ``experiment=`` they recorded) are titled
+with the published figure they reproduce. Noise-rate plots also get the noisy / topline ratio (Le &
+Odobez Figs. 1d-3d, 4) and, where asked for (an experiment of a paper that draws them, or
+``noisydml-report --eta``), vertical lines at the triplet-loss noise bound for each eta: Eq. 24's
+finite-K bound at the number of classes the runs trained on, Eq. 27's large-K one when the runs do not
+say.
 
 Runs that leave an ``embeddings.npz`` (see :mod:`noisydml.report.collect`) also get a 2-d scatter of
 their test embeddings (Levi et al. Fig. 2; PCA when d > 2) and, when it lists image paths, a retrieval
 grid (query and nearest neighbours; Yu et al. Fig. 7, Levi et al. Fig. 3).
 
 Figures are drawn on matplotlib's object API with the Agg canvas, never through pyplot, so the report
-changes no global backend and holds no figure open.
+changes no global backend and holds no figure open; each is written as a PNG and, for papers, an SVG
+beside it (``save_figure``).
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy import stats
 
 from noisydml.noise.theory import finite_k_triplet_bound, triplet_noise_bound
 from noisydml.report import papers
+from noisydml.report.calculator import DEFAULT_ETAS
 from noisydml.report.collect import COMPLETE, canonical
 from noisydml.report.papers import Axis
-from noisydml.report.tables import Table, is_percent, slug, topline_ratio
+from noisydml.report.tables import ROW_GROUPS, Row, Table, is_percent, slug, topline_ratio
 from noisydml.utils.run_directory import RunDir
 
 
@@ -84,25 +91,97 @@ METRIC_NAMES = {
 }
 
 
+PNG_DPI = 150
+# Characters of a line plot's title per line, at its 7-inch width and 10-point type.
+TITLE_WIDTH = 90
+
+
+def points_caption(unit: str = "runs") -> str:
+    """What a line plot's caption says of its points and error bars; ``unit``: what n counts."""
+    return (
+        f"Points: the mean over seeds of n {unit} each (n in the legend, or beside each point where it "
+        "differs); error bars: the 95% t-interval of that mean where n > 1; a hollow point has n = 1 and no "
+        "interval."
+    )
+
+
 @dataclass
 class Series:
-    """One line: a label, x positions, means and the half-widths of their 95% intervals (nan: no error
-    bar), and how to draw it."""
+    """One line: a label, x positions, means, the half-widths of their 95% intervals (nan: no error
+    bar) and the runs (or seed pairs) each point averages, and how to draw it."""
 
     label: str
     x: list[float]
     mean: list[float]
     error: list[float]
+    n: list[int]
     color: int = 0
     dashed: bool = False
 
+    @property
+    def legend(self) -> str:
+        """The label with its points' n: one value, or their range (each point then carries its own)."""
+        low, high = min(self.n), max(self.n)
+        return f"{self.label} (n={low})" if low == high else f"{self.label} (n={low}–{high})"
+
+
+def save_figure(figure: Figure, path: Path) -> Path:
+    """``path`` as a PNG at ``PNG_DPI`` and the same figure as an SVG beside it, for papers; the SVG's
+    element ids are salted alike and it carries no date, so a report drawn twice is the same bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=PNG_DPI)
+    with rc_context({"svg.hashsalt": "noisydml"}):
+        figure.savefig(path.with_suffix(".svg"), metadata={"Date": None})
+    return path
+
 
 def cite(cites: dict[str, dict[str, str]], metric: str, paper: str) -> str | None:
-    """The published figure this plot reproduces: the group's paper's, else every paper's."""
-    by_paper = cites.get(metric, {})
-    if paper in by_paper:
-        return by_paper[paper]
-    return "; ".join(by_paper.values()) or None
+    """The published figure of ``paper`` that this plot reproduces, if it publishes one."""
+    return cites.get(metric, {}).get(paper)
+
+
+def reproduces(table: Table) -> str | None:
+    """The paper whose published figures the table's runs reproduce: its experiment's, when every run
+    recorded that experiment (``Group.experiment``); None for a sweep of the command line's own choices."""
+    return table.group.paper if table.group.experiment else None
+
+
+def swept(table: Table, rows: Sequence[Row] | None = None) -> tuple[str, str]:
+    """What the runs of ``rows`` (default: every row) differ in and what they share, in words:
+    ``("miner", "triplet loss, uniform noise, digits")``. The first names the overrides the rows differ
+    in (empty for one row); the second the method, or the loss and miner, and the noise model they all
+    share, then the data set."""
+    rows = list(table.rows if rows is None else rows)
+    values = [dict(row.signature) for row in rows]
+    keys = sorted({k for v in values for k in v}, key=lambda k: (k not in ROW_GROUPS, k))
+    varying = [k for k in keys if len({v.get(k) for v in values}) > 1]
+    shared = []
+    methods = {row.method for row in rows}
+    if "method" not in varying and len(methods) == 1 and any(r.choice("method") for r in rows):
+        shared.append(methods.pop())
+    elif "method" not in varying:
+        for group in ("loss", "miner"):
+            options = {row.choice(group) for row in rows}
+            if group not in varying and len(options) == 1 and None not in options:
+                shared.append(f"{options.pop()} {group}")
+    noises = {row.choice("noise") for row in rows}
+    if "noise" not in varying and len(noises) == 1 and None not in noises:
+        shared.append(f"{noises.pop()} noise")
+    shared.append(table.group.dataset)
+    return " and ".join(varying), ", ".join(shared)
+
+
+def title_of(table: Table, what: str, source: str | None, rows: Sequence[Row] | None = None) -> str:
+    """``what`` against the column key, what the rows differ in and share (``swept``), and on a second
+    line, for a paper's experiment, which experiment and the published figure it reproduces."""
+    by, shared = swept(table, rows)
+    title = f"{what} against {figure_spec(table.column_key).xlabel}"
+    title += f", by {by} ({shared})" if by else f": {shared}"
+    if table.group.experiment:
+        title += f"\nexperiment {table.group.experiment}"
+        if source:
+            title += f": reproduces {source}"
+    return title
 
 
 def short_name(metric: str) -> str:
@@ -130,29 +209,52 @@ def line_plot(
     hline: float | None = None,
     dodge: float = 0.01,
 ) -> Path:
-    """A line per series with 95% interval error bars; ``vlines`` are ``(x, label)`` reference lines.
-    Series are shifted sideways by ``dodge`` x the x range each (linear axes) so their error bars do not
-    hide one another."""
-    fig = Figure(figsize=(7.0, 4.8), dpi=110, layout="constrained")
+    """A line per series with 95% interval error bars where a point has them, and its n in the legend
+    (beside each point when its points differ); a point of one run is hollow. ``vlines`` are ``(x,
+    label)`` reference lines. Series are shifted sideways by ``dodge`` x the x range each (linear axes) so
+    their error bars do not hide one another."""
+    fig = Figure(figsize=(7.0, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     colors = [f"C{i}" for i in range(10)]
     xs = [x for s in series for x in s.x]
     step = 0.0 if log2x or not xs else dodge * ((max(xs) - min(xs)) or 1.0)
     for i, s in enumerate(series):
+        color = colors[s.color % len(colors)]
         error = [0.0 if math.isnan(v) else v for v in s.error]
         shift = step * (i - (len(series) - 1) / 2)
+        shifted = [x + shift for x in s.x]
+        single = [n == 1 for n in s.n]
+        # A point with an interval is filled, one of a single run hollow; a series of both shows filled.
         ax.errorbar(
-            [x + shift for x in s.x],
+            shifted,
             s.mean,
             yerr=error if any(error) else None,
-            label=s.label,
-            color=colors[s.color % len(colors)],
+            label=s.legend,
+            color=color,
             linestyle="--" if s.dashed else "-",
             marker="o",
-            markersize=4,
+            markersize=6,
+            markerfacecolor="white" if all(single) else color,
             capsize=3,
         )
+        if any(single) and not all(single):
+            at = [j for j, one in enumerate(single) if one]
+            ax.plot(
+                [shifted[j] for j in at],
+                [s.mean[j] for j in at],
+                "o",
+                markersize=6,
+                color=color,
+                markerfacecolor="white",
+                # Above the series' own filled markers.
+                zorder=3,
+            )
+        if min(s.n) != max(s.n):
+            for xj, yj, n in zip(shifted, s.mean, s.n, strict=True):
+                ax.annotate(
+                    f"n={n}", (xj, yj), xytext=(4, 4), textcoords="offset points", fontsize=7, color=color
+                )
     for i, (x, label) in enumerate(vlines):
         ax.axvline(x, color="0.35", linestyle=(0, (1 + i, 2)), linewidth=1, label=label)
     if hline is not None:
@@ -164,14 +266,13 @@ def line_plot(
     elif log2x:
         xs = sorted({x for s in series for x in s.x})
         ax.set_xticks(xs, [f"{x:g}" for x in xs])
-    ax.set_title(title, fontsize=10)
+    # A line of the title longer than the axes is wrapped, not cut off at the figure's edge.
+    ax.set_title("\n".join(textwrap.fill(line, TITLE_WIDTH) for line in title.split("\n")), fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)
 
 
 def _axis(table: Table) -> tuple[list[float], list[str] | None]:
@@ -199,10 +300,10 @@ def metric_series(table: Table, metric: str) -> list[Series]:
         for x, column in zip(xs, table.columns, strict=True):
             cell = row.cells.get(canonical(column))
             if cell and cell.values(metric):
-                points.append((x, cell.mean(metric), cell.ci95(metric)))
+                points.append((x, cell.mean(metric), cell.ci95(metric), len(cell.values(metric))))
         if points:
-            x, mean, error = (list(v) for v in zip(*points, strict=True))
-            series.append(Series(row.label, x, mean, error, colors[row.partner_key], row.topline))
+            x, mean, error, n = (list(v) for v in zip(*points, strict=True))
+            series.append(Series(row.label, x, mean, error, n, colors[row.partner_key], row.topline))
     if is_percent(metric):
         for s in series:
             s.mean = [v * 100 for v in s.mean]
@@ -222,10 +323,11 @@ def ratio_series(table: Table, metric: str) -> list[Series]:
         for x, column in zip(xs, table.columns, strict=True):
             mean, std, pairs = topline_ratio(row, partner, column, metric)
             if not math.isnan(mean):
-                points.append((x, mean, _half_interval(std, pairs)))
+                # A ratio of the means (no seed in common) stands for one value.
+                points.append((x, mean, _half_interval(std, pairs), max(pairs, 1)))
         if points:
-            x, mean, error = (list(v) for v in zip(*points, strict=True))
-            series.append(Series(f"{row.label} / topline", x, mean, error, colors[row.partner_key]))
+            x, mean, error, n = (list(v) for v in zip(*points, strict=True))
+            series.append(Series(f"{row.label} / topline", x, mean, error, n, colors[row.partner_key]))
     return series
 
 
@@ -267,21 +369,46 @@ def theory_lines(etas: Sequence[float], classes: int | None = None) -> list[tupl
     ]
 
 
-def draw_table(table: Table, out: Path, etas: Sequence[float] = ()) -> list[tuple[Path, str]]:
-    """Every figure the table supports, as ``(png, caption)``."""
+def bound_etas(table: Table, etas: Sequence[float] | None) -> Sequence[float]:
+    """The etas whose noise bound a noise-rate figure of ``table`` draws: ``etas`` when the report was
+    asked for them, else ``DEFAULT_ETAS`` on an experiment of a paper that draws its bound
+    (``Paper.noise_bound``), else none."""
+    if etas is not None:
+        return etas
+    paper = papers.paper(reproduces(table) or "")
+    return DEFAULT_ETAS if paper is not None and paper.noise_bound else ()
+
+
+def bound_caption(vlines: Sequence[tuple[float, str]], classes: int | None) -> str:
+    """What a figure's dotted lines are, for its caption (the legend has no room for it)."""
+    if not vlines:
+        return ""
+    which = (
+        f"Eq. 24 at K = {classes}, the classes these runs trained on"
+        if classes is not None and classes >= 2
+        else "Eq. 27, the large-K limit (the runs do not say how many classes they trained on)"
+    )
+    return (
+        " Dotted vertical lines: Le & Odobez's bound on the label noise rate p below which the triplet loss "
+        f"with semi-hard mining stays noise-tolerant ({which}), one line per η; {ETA_MEANING}."
+    )
+
+
+def draw_table(table: Table, out: Path, etas: Sequence[float] | None = None) -> list[tuple[Path, str]]:
+    """Every figure the table supports, as ``(png, caption)``; the noise bound of each of ``etas`` on its
+    noise-rate figures (None: where its experiment's paper draws them, ``bound_etas``)."""
     spec = figure_spec(table.column_key)
     present = set(table.metrics)
     xs, ticks = _axis(table)
-    vlines = theory_lines(etas, num_classes(table)) if spec.noise_axis and ticks is None else []
-    # The caption says what the bound's eta is; the legend has no room for it.
-    meaning = f" Dotted lines: the triplet loss's noise bound; {ETA_MEANING}." if vlines else ""
+    classes = num_classes(table)
+    asked = bound_etas(table, etas)
+    vlines = theory_lines(asked, classes) if spec.noise_axis and ticks is None else []
+    bounds = bound_caption(vlines, classes)
+    paper = reproduces(table) or ""
     drawn = []
     base = f"{table.group.slug}__"
     for metric in [m for m in spec.metrics if m in present]:
-        source = cite(spec.cites, metric, table.group.paper)
-        title = f"{metric_name(metric)} vs {spec.xlabel}: {table.group.title}"
-        if source:
-            title += f"\nreproduces {source}"
+        title = title_of(table, metric_name(metric), cite(spec.cites, metric, paper))
         path = out / f"{base}{slug(metric)}_vs_{slug(table.column_key)}.png"
         series = metric_series(table, metric)
         if not series:
@@ -296,13 +423,14 @@ def draw_table(table: Table, out: Path, etas: Sequence[float] = ()) -> list[tupl
             log2x=spec.log2x and ticks is None,
             vlines=vlines,
         )
-        drawn.append((path, title.replace("\n", " ") + meaning))
+        drawn.append((path, f"{caption_of(title)} {points_caption()}{bounds}"))
         if spec.noise_axis and metric in spec.ratio_cites:
             ratios = ratio_series(table, metric)
             if ratios:
                 name = short_name(metric)
-                source = cite(spec.ratio_cites, metric, table.group.paper)
-                title = f"noisy / topline {name}: {table.group.title}\nreproduces {source}"
+                noisy = [row for row in table.rows if table.partner(row) is not None]
+                source = cite(spec.ratio_cites, metric, paper)
+                title = title_of(table, f"noisy / topline {name}", source, noisy)
                 path = out / f"{base}ratio_{slug(metric)}_vs_{slug(table.column_key)}.png"
                 line_plot(
                     ratios,
@@ -314,9 +442,14 @@ def draw_table(table: Table, out: Path, etas: Sequence[float] = ()) -> list[tupl
                     vlines=vlines,
                     hline=1.0,
                 )
-                drawn.append((path, title.replace("\n", " ") + meaning))
+                drawn.append((path, f"{caption_of(title)} {points_caption('seed pairs')}{bounds}"))
     drawn += draw_embeddings(table, out)
     return drawn
+
+
+def caption_of(title: str) -> str:
+    """A figure's title as the first sentence of its caption."""
+    return title.replace("\n", "; ") + "."
 
 
 def draw_embeddings(table: Table, out: Path) -> list[tuple[Path, str]]:
@@ -369,7 +502,7 @@ def scatter_embeddings(embeddings: np.ndarray, labels: np.ndarray, path: Path, *
         _, _, vt = np.linalg.svd(centred, full_matrices=False)
         points = centred @ vt[:2].T
         xlabel, ylabel = "PC 1", "PC 2"
-    fig = Figure(figsize=(6.0, 5.5), dpi=120, layout="constrained")
+    fig = Figure(figsize=(6.0, 5.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     classes = np.unique(labels)
@@ -381,9 +514,7 @@ def scatter_embeddings(embeddings: np.ndarray, labels: np.ndarray, path: Path, *
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)
 
 
 def retrieval_grid(
@@ -403,7 +534,7 @@ def retrieval_grid(
 
     points = np.asarray(embeddings, dtype=float)
     chosen = np.random.default_rng(seed).choice(len(points), size=min(queries, len(points)), replace=False)
-    fig = Figure(figsize=(1.2 * (neighbours + 1), 1.3 * len(chosen) + 0.7), dpi=100)
+    fig = Figure(figsize=(1.2 * (neighbours + 1), 1.3 * len(chosen) + 0.7))
     FigureCanvasAgg(fig)
     # Fixed margins: a layout engine over this many axes costs more than the drawing.
     axes = fig.subplots(
@@ -438,6 +569,4 @@ def retrieval_grid(
             if row == 0:
                 ax.set_title("query" if col == 0 else f"#{col}", fontsize=8)
     fig.suptitle(title, fontsize=9)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)

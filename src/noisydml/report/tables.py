@@ -3,10 +3,12 @@ width of its 95% confidence interval.
 
 Runs are grouped by ``report.figure`` (else ``name``) and data set. Within a group, the column key is the
 override that varies from run to run, preferring the axes the papers plot (``COLUMN_KEYS``); the rows
-are the remaining override combinations (seed dropped), labelled by ``report.method`` or, when an
-experiment does not set it, ``<loss> + <miner>`` from Hydra's choices; a topline run's row says
-``(topline)``. The interval is Student's t over a cell's complete runs, t(0.975, n - 1) * std / sqrt(n)
-with the sample std (ddof = 1); blank for one run. cells.csv keeps the std beside it.
+are the remaining override combinations (seed dropped), labelled by ``report.method``, else by the label
+of the published method whose groups the runs chose (``loss=triplet miner=fixed_semihard`` is "Triplet +
+fixed semi-hard", :func:`noisydml.loggers.run_fields.published_label`), else ``<loss> + <miner>`` from Hydra's
+choices; a topline run's row says ``(topline)``. The interval is Student's t over a cell's complete
+runs, t(0.975, n - 1) * std / sqrt(n) with the sample std (ddof = 1); blank for one run. cells.csv keeps
+the std beside it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from noisydml.loggers.run_fields import published_label
 from noisydml.report.collect import COMPLETE, FAILED, MISSING, Run, canonical, lookup, signature
 from noisydml.report.published import Published, find_published
 
@@ -59,6 +62,13 @@ class Group:
     @property
     def title(self) -> str:
         return f"{self.figure} [{self.dataset}]"
+
+    @property
+    def experiment(self) -> str | None:
+        """The ``experiment=`` option every run of the group recorded (results.json's choices), or None:
+        a sweep of the command line's own choices is no paper's experiment, whatever it resembles."""
+        recorded = {str(r.choice("experiment")) if r.choice("experiment") else None for r in self.runs}
+        return recorded.pop() if len(recorded) == 1 else None
 
     @property
     def slug(self) -> str:
@@ -266,7 +276,8 @@ def _method_label(row: Row) -> str:
     if method is None:
         loss, miner = row.choice("loss"), row.choice("miner")
         if loss is not None or miner is not None:
-            method = f"{loss or '?'} + {miner or '?'}"
+            choices = {**row._first().choices, "loss": loss, "miner": miner}
+            method = published_label(choices) or f"{loss or '?'} + {miner or '?'}"
         else:
             method = str(row.choice("method") or "default")
     return str(method)
@@ -326,31 +337,33 @@ def column_label(table: Table, value: Any) -> str:
     return f"{table.column_key}={value}"
 
 
-def markdown(tables: list[Table], published: list[Published], metrics: list[str] | None = None) -> str:
-    """Every table as Markdown: one section per group, one table per metric."""
+def run_counts(runs: list[Run]) -> str:
+    """``4 runs (4 complete, 0 failed, 0 missing)``."""
+    counts = ", ".join(f"{sum(r.status == s for r in runs)} {s}" for s in (COMPLETE, FAILED, MISSING))
+    return f"{len(runs)} runs ({counts})"
+
+
+def metric_tables(
+    table: Table, published: list[Published], metrics: list[str] | None = None, level: int = 3
+) -> str:
+    """One Markdown table per metric (only ``metrics`` when given), each under a heading of ``level``."""
     out = []
-    for table in tables:
-        runs = table.group.runs
-        counts = ", ".join(f"{sum(r.status == s for r in runs)} {s}" for s in (COMPLETE, FAILED, MISSING))
-        out.append(f"## {table.group.title}\n\n{len(runs)} runs ({counts}); columns: `{table.column_key}`.\n")
-        for metric in [m for m in table.metrics if metrics is None or m in metrics]:
-            unit = " (%)" if is_percent(metric) else ""
-            out.append(f"### {metric}{unit}\n")
-            out.append(
-                "| method | " + " | ".join(md_cell(column_label(table, c)) for c in table.columns) + " |"
-            )
-            out.append("|---" * (len(table.columns) + 1) + "|")
-            for row in table.rows:
-                cells = []
-                for column in table.columns:
-                    cell = row.cells.get(canonical(column))
-                    cells.append(
-                        format_cell(cell, metric, cell_published(table, row, cell, metric, published))
-                        if cell
-                        else ""
-                    )
-                out.append("| " + " | ".join(md_cell(text) for text in [row.label, *cells]) + " |")
-            out.append("")
+    for metric in [m for m in table.metrics if metrics is None or m in metrics]:
+        unit = " (%)" if is_percent(metric) else ""
+        out.append(f"{'#' * level} {metric}{unit}\n")
+        out.append("| method | " + " | ".join(md_cell(column_label(table, c)) for c in table.columns) + " |")
+        out.append("|---" * (len(table.columns) + 1) + "|")
+        for row in table.rows:
+            cells = []
+            for column in table.columns:
+                cell = row.cells.get(canonical(column))
+                cells.append(
+                    format_cell(cell, metric, cell_published(table, row, cell, metric, published))
+                    if cell
+                    else ""
+                )
+            out.append("| " + " | ".join(md_cell(text) for text in [row.label, *cells]) + " |")
+        out.append("")
     return "\n".join(out)
 
 

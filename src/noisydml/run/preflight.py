@@ -28,14 +28,13 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-import yaml
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from torch.utils.data import default_collate
 
-from noisydml import CONFIG_DIR
 from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
+from noisydml.loggers.run_fields import method_groups
 from noisydml.loggers.wandb_mode import choose_wandb_mode
 from noisydml.run.results import config_differences
 from noisydml.utils.checks import Rule, check_value, check_writable
@@ -243,18 +242,14 @@ def check_method(choices: dict[str, str]) -> None:
     method = choices.get("method")
     if not method:
         return
-    path = CONFIG_DIR / "method" / f"{method}.yaml"
-    defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults", []) if path.is_file() else []
-    for entry in defaults:
-        for key, option in entry.items() if isinstance(entry, dict) else ():
-            group = key.removeprefix("override").strip().lstrip("/")
-            given = str(choices.get(group, option))
-            if given != str(option):
-                raise BadInput(
-                    f"method={method} is {group}={option}, but {group}={given} was given, which would record "
-                    f"a {given} run as {method}; drop {group}={given} to run the method, or drop method= to "
-                    f"run {group}={given} on its own"
-                )
+    for group, option in method_groups(method).items():
+        given = str(choices.get(group, option))
+        if given != option:
+            raise BadInput(
+                f"method={method} is {group}={option}, but {group}={given} was given, which would record "
+                f"a {given} run as {method}; drop {group}={given} to run the method, or drop method= to "
+                f"run {group}={given} on its own"
+            )
 
 
 def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:

@@ -2,7 +2,16 @@
 comparisons become a verdict) and :mod:`~noisydml.report.claims.render` (claims.md, claims.csv). The claims
 themselves are the papers', in :mod:`noisydml.report.papers`."""
 
-from noisydml.report.claims.render import CLAIM_FIELDS, RATES, markdown, write_claims_csv
+from noisydml.report.claims.render import (
+    CLAIM_FIELDS,
+    RATES,
+    evaluated,
+    markdown,
+    not_evaluated_line,
+    report_section,
+    write_claims_csv,
+    write_claims_md,
+)
 from noisydml.report.claims.verdicts import (
     CONTRADICTED,
     EXTENSION_ONLY,
@@ -37,6 +46,10 @@ __all__ = [
     "Outcome",
     "Verdict",
     "evaluate",
+    "evaluated",
     "markdown",
+    "not_evaluated_line",
+    "report_section",
     "write_claims_csv",
+    "write_claims_md",
 ]

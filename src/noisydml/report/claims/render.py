@@ -1,12 +1,13 @@
-"""The claims' verdicts as the report prints them: a markdown table (``claims.md`` and the report's
-Claims section), and ``claims.csv`` with one line per comparison."""
+"""The claims' verdicts as the report prints them: a markdown table (``claims.md``, every claim; the
+report's Claims section, the claims its runs can evaluate and one line for the rest), and ``claims.csv``
+with one line per comparison."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
-from noisydml.report.claims.verdicts import STATUSES, UNSTABLE, Verdict
+from noisydml.report.claims.verdicts import NOT_EVALUATED, STATUSES, UNSTABLE, Verdict
 from noisydml.report.pairing import interval_text, p_text
 from noisydml.report.statistics import INCONCLUSIVE, MAX_SEEDS, T
 from noisydml.report.tables import csv_number, md_cell
@@ -100,6 +101,49 @@ def markdown(verdicts: list[Verdict]) -> str:
         )
         out.append("| " + " | ".join(md_cell(text) for text in cells) + " |")
     return "\n".join(out) + "\n"
+
+
+def write_claims_md(verdicts: list[Verdict], path: Path) -> Path:
+    """``claims.md``: every claim, evaluated or not, with what it needs."""
+    Path(path).write_text(markdown(verdicts))
+    return Path(path)
+
+
+def evaluated(verdicts: list[Verdict]) -> tuple[list[Verdict], list[Verdict]]:
+    """``(the verdicts these runs could reach, those not evaluated)``: a claim not evaluated lacks the
+    runs it compares, or is about methods none of the runs trained."""
+    return (
+        [v for v in verdicts if v.status != NOT_EVALUATED],
+        [v for v in verdicts if v.status == NOT_EVALUATED],
+    )
+
+
+def not_evaluated_line(rest: list[Verdict]) -> str:
+    """One line for the claims not evaluated: how many, and why in two kinds."""
+    absent = list(dict.fromkeys(v.claim.id for v in rest if not v.where))
+    lacking = list(dict.fromkeys(v.claim.id for v in rest if v.where))
+    reasons = list(dict.fromkeys(v.detail.removeprefix("missing: ") for v in rest if v.where))
+    count = len(dict.fromkeys(v.claim.id for v in rest))
+    parts = []
+    if absent:
+        parts.append(f"{len(absent)} about methods or settings these runs do not include")
+    if lacking:
+        parts.append(f"{len(lacking)} lacking runs to compare with (such as: {reasons[0]})")
+    return (
+        f"Not evaluated on these runs: {count} claim{'s' if count != 1 else ''} of the papers, "
+        f"{' and '.join(parts)}; `claims.md` lists each with the runs it needs."
+    )
+
+
+def report_section(verdicts: list[Verdict]) -> str:
+    """The report's Claims section: the claims its runs can evaluate, as in ``claims.md``, and one line
+    for the rest."""
+    found, rest = evaluated(verdicts)
+    if found or not verdicts:
+        section = markdown(found).replace("# Claims", "## Claims", 1)
+    else:
+        section = "## Claims\n\nNo claim of the papers can be evaluated on these runs.\n"
+    return section + (f"\n{not_evaluated_line(rest)}\n" if rest else "") + "\n"
 
 
 CLAIM_FIELDS = (

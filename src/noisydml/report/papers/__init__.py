@@ -63,7 +63,9 @@ class Paper:
     ``compares``: the key names the project's comparison of the papers' methods under protocols none of
     them ran, so no paper's claim is checked on its runs (each method meets its own baseline instead).
     ``published``: the CSV of its printed numbers (see :mod:`noisydml.report.published`), if it prints
-    any.
+    any. ``noise_bound``: its experiments' noise-rate figures draw Le & Odobez's bound on the noise rate
+    the triplet loss tolerates (Eq. 24), which a figure of any other sweep draws only when asked
+    (``noisydml-report --eta``).
     """
 
     key: str
@@ -75,6 +77,7 @@ class Paper:
     diagnostics: tuple[Diagnostic, ...] = ()
     published: Path | None = None
     compares: bool = False
+    noise_bound: bool = False
 
 
 def papers() -> list[Paper]:
@@ -105,6 +108,11 @@ def cites(key: str, ratio: bool = False) -> dict[str, dict[str, str]]:
             if cite.key == key and cite.ratio == ratio:
                 found.setdefault(cite.metric, {})[paper.key] = cite.source
     return found
+
+
+def paper(key: str) -> Paper | None:
+    """The paper keyed ``key`` (``le2019``), if there is one."""
+    return next((p for p in papers() if p.key == key), None)
 
 
 def axis(key: str) -> Axis | None:

@@ -284,4 +284,6 @@ PAPER = Paper(
         Cite("noise.rate", "test/recall@1", "Le & Odobez Figs. 1d-3d", ratio=True),
         Cite("noise.rate", "test/nmi", "Le & Odobez Fig. 4", ratio=True),
     ),
+    # Its experiments compare the noise rates with the bound its theory derives.
+    noise_bound=True,
 )
