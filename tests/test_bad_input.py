@@ -347,3 +347,18 @@ def test_unknown_options_and_unusable_folders_are_refused_by_the_cli_in_one_line
     assert out.returncode == 1
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "outputs").exists()
+
+
+def test_a_sweep_whose_job_folder_name_no_file_system_takes_is_refused_before_any_job(tmp_path):
+    exe = Path(sys.executable).with_name("noisydml")
+    long = "x" * 140
+    # Each job's folder is named "data.batches_per_epoch=1,name=...,tags=[...],trainer.max_epochs=1".
+    sweep = ["-m", f"name={long}", f"tags=[{long}]", "trainer.max_epochs=1", "data.batches_per_epoch=1"]
+    out = subprocess.run([str(exe), *sweep], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        "a sweep job's folder is named by its overrides, and the longest would be 339 bytes, more than the "
+        "255 a folder name may have; name the job folders by number with "
+        "'hydra.sweep.subdir=${hydra.job.num}', or shorten the overrides"
+    )
+    assert not (tmp_path / "outputs").exists()

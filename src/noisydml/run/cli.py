@@ -69,6 +69,8 @@ def check_arguments(argv: list[str]) -> None:
     before it starts: an override it cannot parse, an unknown group option (with the closest one), a
     ``name=`` too long for a folder, a run or sweep folder that cannot be written."""
     parser = OverridesParser.create()
+    # The longest "key=value" of each override a sweep job's folder is named by (conf/hydra/default.yaml).
+    job_name_parts = []
     for argument in (a for a in argv if "=" in a and not a.startswith("-")):
         try:
             (override,) = parser.parse_overrides([argument])
@@ -89,6 +91,7 @@ def check_arguments(argv: list[str]) -> None:
         except HydraException:
             # An interval (an Optuna search space) has no values to list; its sweeper checks it.
             continue
+        named = values
         if isinstance(override.value(), list):
             # Several options of one group at once (logger=[csv,wandb,mlflow]): each must be one.
             values = [str(v) for v in override.value()]
@@ -102,6 +105,28 @@ def check_arguments(argv: list[str]) -> None:
             )
         if key in ("hydra.run.dir", "hydra.sweep.dir") and not override.is_sweep_override():
             check_writable(Path(values[0]).expanduser(), key, f"{key}=...", keep=False)
+        if not key.startswith("hydra") and key not in SWEEP_FOLDER_EXCLUDES:
+            prefix = argument[: len(argument) - len(argument.lstrip("+~"))]
+            job_name_parts.append(max(len(f"{prefix}{key}={v}".encode()) for v in named or [""]))
+    _check_job_folder_name(argv, job_name_parts)
+
+
+# Overrides that do not name a sweep job's folder (hydra.job.config.override_dirname.exclude_keys).
+SWEEP_FOLDER_EXCLUDES = ("paths.data_dir",)
+
+
+def _check_job_folder_name(argv: list[str], parts: list[int]) -> None:
+    """In a sweep each job's folder is named by its overrides: refuse a sweep whose longest job folder name
+    no file system takes, before any job runs (it failed with a traceback as the first job started)."""
+    sweep = any(a in ("-m", "--multirun") for a in argv)
+    named_otherwise = any(a.startswith("hydra.sweep.subdir=") for a in argv)
+    longest = sum(parts) + max(len(parts) - 1, 0)
+    if sweep and not named_otherwise and longest > NAME_MAX:
+        raise BadInput(
+            f"a sweep job's folder is named by its overrides, and the longest would be {longest} bytes, more "
+            f"than the {NAME_MAX} a folder name may have; name the job folders by number with "
+            "'hydra.sweep.subdir=${hydra.job.num}', or shorten the overrides"
+        )
 
 
 def _check_option(group: str, option: str) -> None:
