@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=RESULTS, help="the results folder (default results/)")
     args = parser.parse_args(argv)
 
-    kept = [name for name in KEPT if (args.report / name).is_file()]
+    # A table with no row (no claim of the papers applies to a comparison of methods) is not kept.
+    kept = [name for name in KEPT if len(_lines(args.report / name)) > 1]
     if not kept:
         parser.error(f"{args.report} has neither {' nor '.join(KEPT)}: run noisydml-report first")
     target = args.results / args.reproduction
@@ -77,6 +78,10 @@ def stamp_of(sweeps: list[Path]) -> dict:
         "seeds": {figure: sorted(s, key=lambda x: (str(type(x)), x)) for figure, s in sorted(seeds.items())},
         "complete_runs": runs,
     }
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.is_file() else []
 
 
 def _git(*args: str) -> str:

@@ -15,6 +15,7 @@ import csv
 import json
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 
 from noisydml.report import papers
@@ -112,15 +113,30 @@ def _comparisons_text(path: Path) -> str:
 
 
 def reference_lines(rows: list[dict]) -> list[str]:
-    """Where the methods beat the training-free reference and where they do not: a line per setting (data
-    set, noise model, rate) with the methods better and worse than it, and how many are neither."""
+    """Where the methods beat the training-free reference and where they do not: a line counting both by
+    noise model, then a line per setting (data set, noise model, rate) naming the methods better and worse
+    than it, and how many are neither."""
     label = method_config(REFERENCE)[1] or REFERENCE
     settings: dict[tuple[str, str, str], dict[str, list[str]]] = {}
     for row in rows:
         if row["baseline"] == label:
             found = settings.setdefault((row["dataset"], row["noise"], row["noise_rate"]), {})
             found.setdefault(row["verdict"], []).append(row["method"])
-    lines = []
+    by_noise: dict[str, Counter] = {}
+    for (_, noise, _), verdicts in settings.items():
+        counts = by_noise.setdefault(noise, Counter())
+        for verdict, methods in verdicts.items():
+            counts[verdict] += len(methods)
+    if not settings:
+        return []
+    lines = [
+        f"against the training-free {label}, by noise model: "
+        + "; ".join(
+            f"{noise} noise, methods better at {c['better']} and worse at {c['worse']} of "
+            f"{c.total()} method-settings"
+            for noise, c in by_noise.items()
+        )
+    ]
     for (dataset, noise, rate), verdicts in settings.items():
         better, worse = verdicts.get("better", []), verdicts.get("worse", [])
         rest = sum(

@@ -72,6 +72,8 @@ def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> No
     report = tmp_path / "report"
     report.mkdir()
     (report / "claims.csv").write_text("claim\nx\n")
+    # A table with no row (a comparison of methods has no claim) is not kept.
+    (report / "comparisons.csv").write_text("method\n")
     sweep = tmp_path / "sweep"
     for seed in (0, 1):
         run = sweep / f"seed={seed}"
@@ -86,7 +88,7 @@ def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> No
         (run / "results.json").write_text(json.dumps(record))
     assert publish.main(["digits", str(report), str(sweep), "--results", str(tmp_path / "results")]) == 0
     out = tmp_path / "results" / "digits"
-    assert (out / "claims.csv").read_text() == "claim\nx\n"
+    assert (out / "claims.csv").read_text() == "claim\nx\n" and not (out / "comparisons.csv").exists()
     stamp = json.loads((out / "stamp.json").read_text())
     assert stamp["cpu"] == ["Test CPU"] and stamp["numerics"] == ["portable"]
     assert stamp["versions"] == [{"python": "3.11.7", "torch": "2.14.1"}]
@@ -115,3 +117,7 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
     )
     assert "(mnist5k, small_cluster noise at 25%): better none; worse none; 1 inconclusive or missing" in text
     assert "of 5 comparisons, 2 better, 1 worse, 1 inconclusive, 1 missing" in text
+    assert (
+        "by noise model: symmetric noise, methods better at 1 and worse at 1 of 3 method-settings; "
+        "small_cluster noise, methods better at 0 and worse at 0 of 1 method-settings" in text
+    )
