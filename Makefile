@@ -119,11 +119,10 @@ reproduce-mnist5k: install
 ## Measured without the reference (2026-11-24, a clean checkout of 103c642, 2 cores): 53 min 23 s wall for
 ## the 1,200 runs and the five reports (the mnist5k halves 43 min, about 9 s a job; then the digits halves
 ## 10 min), 6,271 CPU s, 2.3 GB peak memory for the largest process; the runs keep 14 GB of checkpoints under
-## outputs/reproduce/noisy_dml/ (best.ckpt and last.ckpt of each). With it, estimated from single jobs
-## (2026-11-25), not yet measured: about 66 min for the 1,240 runs, 7,800 CPU s. The kNN label vote in every
-## run adds 2.3 CPU s a mnist5k job (embedding the 3,150 training images at each of 2 validations) and 0.16
-## s a digits job: +11 min a mnist5k half, +1 a digits half; the 40 filter runs, on half to three quarters
-## of the data, +1.3 min.
+## outputs/reproduce/noisy_dml/ (best.ckpt and last.ckpt of each). With the reference and portable numerics
+## (results/noisy_dml_cpu, 2 cores, the first hour shared with other work): 98 min 17 s for the 1,240 runs
+## and the five reports, 15 GB of checkpoints; on the idle cores of its last half hour a mnist5k job took
+## 15.3 s (11.3 s estimated from single jobs), so about 90 min on 2 idle cores, over the 66 estimated.
 NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noisy_dml/digits_symmetric \
 	noisy_dml/digits_small_cluster
 .PHONY: reproduce-noisy-dml-cpu
