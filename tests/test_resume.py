@@ -99,7 +99,16 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {"WANDB_MODE": "offline", "PATH": "/usr/bin:/bin", "HOME": str(cwd)}
     # The source under test, where it is not the installed one.
     env.update({k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ})
-    return subprocess.run([NOISYDML, *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run(
+        [NOISYDML, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        # Ctrl-C as in a terminal: a shell's background job (CI started with &) inherits SIGINT ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def metrics_rows(run_dir: Path) -> list[dict]:
