@@ -122,13 +122,13 @@ def reference_lines(rows: list[dict]) -> list[str]:
         if row["baseline"] == label:
             found = settings.setdefault((row["dataset"], row["noise"], row["noise_rate"]), {})
             found.setdefault(row["verdict"], []).append(row["method"])
+    if not settings:
+        return []
     by_noise: dict[str, Counter] = {}
     for (_, noise, _), verdicts in settings.items():
         counts = by_noise.setdefault(noise, Counter())
         for verdict, methods in verdicts.items():
             counts[verdict] += len(methods)
-    if not settings:
-        return []
     lines = [
         f"against the training-free {label}, by noise model: "
         + "; ".join(

@@ -71,6 +71,7 @@ def check_arguments(argv: list[str]) -> None:
     parser = OverridesParser.create()
     # The longest "key=value" of each override a sweep job's folder is named by (conf/hydra/default.yaml).
     job_name_parts = []
+    excluded = _sweep_folder_excludes()
     for argument in (a for a in argv if "=" in a and not a.startswith("-")):
         try:
             (override,) = parser.parse_overrides([argument])
@@ -105,14 +106,16 @@ def check_arguments(argv: list[str]) -> None:
             )
         if key in ("hydra.run.dir", "hydra.sweep.dir") and not override.is_sweep_override():
             check_writable(Path(values[0]).expanduser(), key, f"{key}=...", keep=False)
-        if not key.startswith("hydra") and key not in SWEEP_FOLDER_EXCLUDES:
+        if not key.startswith("hydra") and key not in excluded:
             prefix = argument[: len(argument) - len(argument.lstrip("+~"))]
             job_name_parts.append(max(len(f"{prefix}{key}={v}".encode()) for v in named or [""]))
     _check_job_folder_name(argv, job_name_parts)
 
 
-# Overrides that do not name a sweep job's folder (hydra.job.config.override_dirname.exclude_keys).
-SWEEP_FOLDER_EXCLUDES = ("paths.data_dir",)
+def _sweep_folder_excludes() -> list[str]:
+    """The overrides that do not name a sweep job's folder, as conf/hydra/default.yaml lists them."""
+    hydra_config = yaml.safe_load((CONFIG_DIR / "hydra" / "default.yaml").read_text())
+    return hydra_config["job"]["config"]["override_dirname"]["exclude_keys"]
 
 
 def _check_job_folder_name(argv: list[str], parts: list[int]) -> None:
