@@ -103,48 +103,74 @@ def _comparisons_text(path: Path) -> str:
     rows = _read(path)
     if rows is None:
         return f"{NOT_YET} (`{COMPARISONS[1]}` writes `results/{COMPARISONS[0]}/`)"
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("better", "worse", "inconclusive", "missing")}
+    verdicts = ("better", "worse", "unstable", "inconclusive", "missing")
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in verdicts}
     family = next((r["n_comparisons"] for r in rows if r.get("n_comparisons")), "?")
-    return (
+    text = (
         f"of {len(rows)} comparisons, {counts['better']} better, {counts['worse']} worse, "
-        f"{counts['inconclusive']} inconclusive, {counts['missing']} missing (Benjamini-Hochberg over "
-        f"{family}, false discovery rate 5%; `results/{COMPARISONS[0]}/comparisons.csv`)"
+        f"{counts['unstable']} unstable, {counts['inconclusive']} inconclusive, {counts['missing']} missing "
+        f"(Benjamini-Hochberg over {family}, false discovery rate 5%, and each verdict judged again on each "
+        f"half of the seeds; `results/{COMPARISONS[0]}/comparisons.csv`)"
     )
+    needed = sorted(int(r["seeds_to_replicate"]) for r in rows if r.get("seeds_to_replicate"))
+    if counts["unstable"]:
+        text += (
+            f". Unstable: better or worse on all the seeds but not on both halves; both halves would reach "
+            f"it with about 81% chance at a median of {_median(needed)} seeds (estimated for "
+            f"{len(needed)} of the {counts['unstable']} from their effect and spread)"
+            if needed
+            else ". Unstable: better or worse on all the seeds but not on both halves"
+        )
+    return text
+
+
+def _median(values: list[int]) -> str:
+    middle = len(values) // 2
+    return str(values[middle]) if len(values) % 2 else f"{(values[middle - 1] + values[middle]) / 2:g}"
 
 
 def reference_lines(rows: list[dict]) -> list[str]:
     """Where the methods beat the training-free reference and where they do not: a line counting both by
     noise model, then a line per setting (data set, noise model, rate) naming the methods better and worse
-    than it, and how many are neither."""
+    than it, and how many are neither. Better and worse are the verdicts on all the seeds (after
+    Benjamini-Hochberg); each line says how many of them each half of the seeds reaches too."""
     label = method_config(REFERENCE)[1] or REFERENCE
     settings: dict[tuple[str, str, str], dict[str, list[str]]] = {}
+    replicated: dict[tuple[str, str, str], list[str]] = {}
     for row in rows:
         if row["baseline"] == label:
-            found = settings.setdefault((row["dataset"], row["noise"], row["noise_rate"]), {})
-            found.setdefault(row["verdict"], []).append(row["method"])
+            key = (row["dataset"], row["noise"], row["noise_rate"])
+            pooled = row.get("verdict_all_seeds") or row["verdict"]
+            settings.setdefault(key, {}).setdefault(pooled, []).append(row["method"])
+            if row["verdict"] in ("better", "worse"):
+                replicated.setdefault(key, []).append(row["method"])
     if not settings:
         return []
     by_noise: dict[str, Counter] = {}
-    for (_, noise, _), verdicts in settings.items():
-        counts = by_noise.setdefault(noise, Counter())
+    for key, verdicts in settings.items():
+        counts = by_noise.setdefault(key[1], Counter())
         for verdict, methods in verdicts.items():
             counts[verdict] += len(methods)
+        counts["replicated"] += len(replicated.get(key, []))
     lines = [
-        f"against the training-free {label}, by noise model: "
+        f"against the training-free {label}, by noise model, on all the seeds: "
         + "; ".join(
             f"{noise} noise, methods better at {c['better']} and worse at {c['worse']} of "
-            f"{c.total()} method-settings"
+            f"{c.total() - c['replicated']} method-settings, {c['replicated']} of them on each half of the "
+            "seeds too"
             for noise, c in by_noise.items()
         )
     ]
-    for (dataset, noise, rate), verdicts in settings.items():
+    for key, verdicts in settings.items():
+        dataset, noise, rate = key
         better, worse = verdicts.get("better", []), verdicts.get("worse", [])
         rest = sum(
             len(methods) for verdict, methods in verdicts.items() if verdict not in ("better", "worse")
         )
         lines.append(
             f"against the training-free {label} ({dataset}, {noise} noise at {_percent(rate)}): better "
-            f"{_names(better)}; worse {_names(worse)}; {rest} inconclusive or missing"
+            f"{_names(better)}; worse {_names(worse)}; {rest} inconclusive or missing; on each half of the "
+            f"seeds too: {_names(replicated.get(key, []))}"
         )
     return lines
 

@@ -99,25 +99,55 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
     tables = script("readme_tables")
     folder = tmp_path / "noisy_dml_cpu"
     folder.mkdir()
-    fields = ("dataset", "noise", "noise_rate", "method", "baseline", "verdict", "n_comparisons")
+    fields = (
+        "dataset",
+        "noise",
+        "noise_rate",
+        "method",
+        "baseline",
+        "verdict",
+        "verdict_all_seeds",
+        "seeds_to_replicate",
+        "n_comparisons",
+    )
     rows = [
-        ("digits", "symmetric", "0.5", "PRISM", "kNN filter + triplet", "better"),
-        ("digits", "symmetric", "0.5", "BSPML", "kNN filter + triplet", "worse"),
-        ("digits", "symmetric", "0.5", "Triplet, random semi-hard", "kNN filter + triplet", "inconclusive"),
+        ("digits", "symmetric", "0.5", "PRISM", "kNN filter + triplet", "better", "better", ""),
+        ("digits", "symmetric", "0.5", "BSPML", "kNN filter + triplet", "worse", "worse", ""),
+        # Worse on all the seeds, not on both halves: counted as worse there, not as replicated.
+        ("digits", "symmetric", "0.5", "MCL", "kNN filter + triplet", "unstable", "worse", "12"),
+        (
+            "digits",
+            "symmetric",
+            "0.5",
+            "Triplet, random semi-hard",
+            "kNN filter + triplet",
+            "inconclusive",
+            "inconclusive",
+            "",
+        ),
         # Against its own paper's baseline: not a statement about the reference.
-        ("digits", "symmetric", "0.5", "BSPML", "Multi-similarity", "better"),
-        ("mnist5k", "small_cluster", "0.25", "PRISM", "kNN filter + triplet", "missing"),
+        ("digits", "symmetric", "0.5", "BSPML", "Multi-similarity", "unstable", "better", "8"),
+        ("mnist5k", "small_cluster", "0.25", "PRISM", "kNN filter + triplet", "missing", "missing", ""),
     ]
     with (folder / "comparisons.csv").open("w", newline="") as f:
         csv.writer(f).writerows([fields, *((*row, 4) for row in rows)])
     text = tables.block(tmp_path)
     assert (
         "  - against the training-free kNN filter + triplet (digits, symmetric noise at 50%): better 1 "
-        "(PRISM); worse 1 (BSPML); 1 inconclusive or missing" in text
+        "(PRISM); worse 2 (BSPML, MCL); 1 inconclusive or missing; on each half of the seeds too: 2 "
+        "(BSPML, PRISM)" in text
     )
-    assert "(mnist5k, small_cluster noise at 25%): better none; worse none; 1 inconclusive or missing" in text
-    assert "of 5 comparisons, 2 better, 1 worse, 1 inconclusive, 1 missing" in text
     assert (
-        "by noise model: symmetric noise, methods better at 1 and worse at 1 of 3 method-settings; "
-        "small_cluster noise, methods better at 0 and worse at 0 of 1 method-settings" in text
+        "(mnist5k, small_cluster noise at 25%): better none; worse none; 1 inconclusive or missing; on each "
+        "half of the seeds too: none" in text
+    )
+    assert "of 6 comparisons, 1 better, 1 worse, 2 unstable, 1 inconclusive, 1 missing" in text
+    assert (
+        "both halves would reach it with about 81% chance at a median of 10 seeds (estimated for 2 of the 2"
+        in text
+    )
+    assert (
+        "by noise model, on all the seeds: symmetric noise, methods better at 1 and worse at 2 of 4 "
+        "method-settings, 2 of them on each half of the seeds too; small_cluster noise, methods better at 0 "
+        "and worse at 0 of 1 method-settings, 0 of them on each half of the seeds too" in text
     )

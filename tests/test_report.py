@@ -1285,10 +1285,11 @@ def test_noisy_dml_comparison_shows_no_paper_claims(tmp_path: Path, figure: str)
         assert "le2019-ratio" not in text and claims.NOT_EVALUATED not in text
         assert "## Each method against its own paper's baseline" in text
         # A line per method and baseline over the four settings (noise model x rate); fixed semi-hard ran
-        # one seed at p = 0.4 (uniform), whose difference has no interval.
+        # one seed at p = 0.4 (uniform), whose difference has no interval. Better by 1 point on all three
+        # seeds at p = 0, but the second half of the seeds is one seed, which decides nothing: unstable.
         assert (
-            "- digits: **Triplet + fixed semi-hard** vs Triplet + random semi-hard: better at 2 of 4 "
-            "settings, worse at 0, inconclusive at 2\n" in text
+            "- digits: **Triplet + fixed semi-hard** vs Triplet + random semi-hard: better at 0 of 4 "
+            "settings, worse at 0, inconclusive at 2, unstable at 2\n" in text
         )
         with (report.directory / "comparisons.csv").open() as f:
             rows = list(csv.DictReader(f))
@@ -1382,10 +1383,18 @@ def test_each_method_is_compared_with_its_own_papers_baseline(tmp_path: Path, ba
     # Differences 0.05, 0.06, 0.04: mean 0.05, sd 0.01, half-width t(0.975, 2) 4.303 x 0.01 / sqrt(3).
     assert float(eps["effect"]) == pytest.approx(0.05)
     assert float(eps["ci_low"]) == pytest.approx(0.05 - 0.024841, abs=1e-5) and float(eps["ci_low"]) > 0
-    assert (eps["verdict"], eps["n_seeds"], eps["noise"]) == ("better", "3", "uniform")
-    assert rows[("EPS + Triplet", "Triplet", "0.5")]["verdict"] == "better"
+    assert (eps["verdict_all_seeds"], eps["n_seeds"], eps["noise"]) == ("better", "3", "uniform")
+    # Three seeds split into halves of two and one: neither can decide, so the verdict does not replicate.
+    assert (eps["verdict"], eps["verdict_half_a"], eps["verdict_half_b"]) == (
+        "unstable",
+        "inconclusive",
+        "inconclusive",
+    )
+    assert eps["halves_agree"] == "no" and int(eps["seeds_to_replicate"]) > 3
+    assert rows[("EPS + Triplet", "Triplet", "0.5")]["verdict_all_seeds"] == "better"
     prism = rows[("PRISM", "MCL", "0.25")]
     assert prism["verdict"] == "inconclusive" and float(prism["ci_low"]) < 0 < float(prism["ci_high"])
+    assert prism["seeds_to_replicate"] == ""
     # PRISM ran one rate only: the other is missing, and says which runs it lacks.
     assert rows[("PRISM", "MCL", "0.5")]["verdict"] == "missing"
     adapted = rows[("Adapted triplet", "Triplet (adapted triplet at λ = 0)", "0.25")]
@@ -1398,16 +1407,48 @@ def test_each_method_is_compared_with_its_own_papers_baseline(tmp_path: Path, ba
     }
     text = (report.directory / "report.md").read_text()
     assert (
-        "- digits: **EPS + Triplet** vs Triplet: better at 2 of 2 settings, worse at 0, inconclusive at 0"
-        in text
+        "- digits: **EPS + Triplet** vs Triplet: better at 0 of 2 settings, worse at 0, inconclusive at 0, "
+        "unstable at 2" in text
     )
     assert (
         "- digits: **PRISM** vs MCL: better at 0 of 2 settings, worse at 0, inconclusive at 1, missing at 1"
         in text
     )
+    assert "**unstable (all seeds better; halves inconclusive / inconclusive)**" in text
     assert "| EPS + Triplet | Triplet | 0.25 | 85.00 | 80.00 | +5.00 [+2.52, +7.48] | " in text
     ((forest, caption),) = [(p, c) for p, c in report.figures if p.name.endswith("baselines_forest.png")]
     assert png_size(forest)[1] > 100 and caption.startswith("digits, uniform noise: each method's")
+
+
+def test_a_comparison_stands_only_when_each_half_of_the_seeds_reaches_it(tmp_path: Path) -> None:
+    triplet = [0.80] * 6
+    recall = {
+        # Ahead by 4-6 points on every seed: each half (seeds 0, 2, 4 and 1, 3, 5) is better on its own.
+        ("levi2021/eps_triplet", 0.25): [0.85, 0.86, 0.84, 0.86, 0.85, 0.84],
+        ("levi2021/triplet", 0.25): triplet,
+        # Ahead on all six (+6.5, p = 0.02), but the lead is the first half's (+10, +11, +9); the second's
+        # (+6, -2, +5) cannot be told from zero: unstable.
+        ("levi2021/eps_triplet", 0.5): [0.90, 0.86, 0.91, 0.78, 0.89, 0.85],
+        ("levi2021/triplet", 0.5): triplet,
+    }
+    report = write_report([noisy_dml_runs(tmp_path / "runs", recall)], tmp_path / "out")
+    with (report.directory / "comparisons.csv").open() as f:
+        rows = {r["noise_rate"]: r for r in csv.DictReader(f)}
+    steady, lopsided = rows["0.25"], rows["0.5"]
+    halves = ("verdict_all_seeds", "verdict_half_a", "verdict_half_b", "halves_agree", "verdict")
+    assert [steady[k] for k in halves] == ["better", "better", "better", "yes", "better"]
+    assert [lopsided[k] for k in halves] == ["better", "better", "inconclusive", "no", "unstable"]
+    assert float(lopsided["effect"]) == pytest.approx(0.065) and float(lopsided["p_bh"]) < 0.05
+    # Each half is adjusted over its own family: the second half's p after Benjamini-Hochberg is large.
+    assert float(lopsided["p_bh_half_b"]) > 0.05 > float(steady["p_bh_half_b"])
+    # Seeds at which both halves would reach "better" with ~81% chance: more than the six run.
+    assert int(lopsided["seeds_to_replicate"]) > 6 and steady["seeds_to_replicate"] == ""
+    text = (report.directory / "report.md").read_text()
+    assert (
+        "- digits: **EPS + Triplet** vs Triplet: better at 1 of 2 settings, worse at 0, inconclusive at 0, "
+        "unstable at 1" in text
+    )
+    assert "**unstable (all seeds better; halves better / inconclusive)**" in text
 
 
 def test_test_selection_inflation_is_paired_by_seed(tmp_path: Path) -> None:
@@ -1446,15 +1487,18 @@ def test_combined_report_of_both_noise_models_groups_by_data_set_noise_model_and
     with (report.directory / "comparisons.csv").open() as f:
         compared = [(r["figure"], r["noise"], r["noise_rate"], r["verdict"]) for r in csv.DictReader(f)]
     assert sorted(compared) == [
-        ("noisy_dml/digits_small_cluster", "small_cluster", "0.25", "better"),
-        ("noisy_dml/digits_symmetric", "uniform", "0.25", "better"),
+        ("noisy_dml/digits_small_cluster", "small_cluster", "0.25", "unstable"),
+        ("noisy_dml/digits_symmetric", "uniform", "0.25", "unstable"),
     ]
     with (report.directory / "test_selection.csv").open() as f:
         inflated = {(r["noise"], r["method"]): float(r["inflation"]) for r in csv.DictReader(f)}
     methods = ("EPS + Triplet", "Triplet", "every method (mean)")
     assert inflated == pytest.approx({(n, m): 0.01 for n in ("uniform", "small_cluster") for m in methods})
     text = (report.directory / "report.md").read_text()
-    assert "- digits: **EPS + Triplet** vs Triplet: better at 2 of 2 settings" in text
+    assert (
+        "- digits: **EPS + Triplet** vs Triplet: better at 0 of 2 settings, worse at 0, inconclusive at 0, "
+        "unstable at 2" in text
+    )
     assert "### digits, uniform noise" in text and "### digits, small_cluster noise" in text
     # The detection curves of a data set in one figure, a panel per noise model and rate.
     ((path, caption),) = [(p, c) for p, c in report.figures if "detection_auc" in p.name]
@@ -1464,7 +1508,7 @@ def test_combined_report_of_both_noise_models_groups_by_data_set_noise_model_and
     assert width > 2 * height
     # The command line prints each pair's summary, as it prints the claims' verdicts.
     assert main([*map(str, sweeps), "--out", str(tmp_path / "cli")]) == 0
-    assert "digits: EPS + Triplet vs Triplet: better at 2 of 2 settings" in capsys.readouterr().out
+    assert "digits: EPS + Triplet vs Triplet: better at 0 of 2 settings" in capsys.readouterr().out
 
 
 def test_report_is_the_same_under_any_hash_seed(tmp_path: Path) -> None:

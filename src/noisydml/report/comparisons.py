@@ -12,6 +12,11 @@ with no true difference would otherwise give about 5 verdicts by chance; with it
 false verdicts among those given stays at 5% (false discovery rate). Else inconclusive (with fewer than two
 seeds, or equal differences on fewer than three, no interval can be told: inconclusive). A setting where
 either side has no complete run is missing, and says which runs it lacks.
+
+A verdict must also replicate, as a claim's must (:mod:`noisydml.report.claims.verdicts`): each comparison
+is judged again on each of two disjoint halves of the seeds (``statistics.halves``), each half with its own
+Benjamini-Hochberg adjustment over the report's comparisons. Better or worse stands only when each half
+reaches it too; otherwise it is unstable: another machine, or another set of seeds, could give another.
 """
 
 from __future__ import annotations
@@ -34,19 +39,24 @@ from noisydml.report.plots import save_figure
 from noisydml.report.statistics import (
     ALPHA,
     CONTRADICTED,
+    HALF_POWER,
     HELD,
     Paired,
     T,
     benjamini_hochberg,
+    halves,
     paired,
     seed_order,
+    seeds_for,
 )
 from noisydml.report.tables import Group, Row, csv_number, format_number, md_cell, pivot, slug
 
-BETTER, WORSE, INCONCLUSIVE, MISSING = "better", "worse", "inconclusive", "missing"
+BETTER, WORSE, INCONCLUSIVE, UNSTABLE, MISSING = "better", "worse", "inconclusive", "unstable", "missing"
+VERDICT_ORDER = (BETTER, WORSE, UNSTABLE, INCONCLUSIVE, MISSING)
 VERDICTS = {HELD: BETTER, CONTRADICTED: WORSE}
 # How the report's comparisons are adjusted for their number, as the report states it.
 FAMILY = "Benjamini-Hochberg over every comparison of this report with a p-value (false discovery rate 5%)"
+HALVES = ("half_a", "half_b")
 
 
 @dataclass(frozen=True)
@@ -65,15 +75,52 @@ class Comparison:
     missing: str = ""
     # The p-value after Benjamini-Hochberg over the report's comparisons (``compare_baselines``).
     p_adjusted: float = math.nan
+    # The comparison on each half of the seeds (``statistics.halves``), and each half's Benjamini-Hochberg
+    # p over the halves of the report's comparisons.
+    halves: tuple[Paired, Paired] | None = None
+    halves_p_adjusted: tuple[float, float] = (math.nan, math.nan)
+    # The raw p below which Benjamini-Hochberg rejected on all the seeds (ALPHA x rejections / tests).
+    level: float = ALPHA
+
+    @property
+    def pooled(self) -> str:
+        """The verdict on all the seeds: better or worse when the interval excludes zero and the adjusted p
+        is below ``ALPHA``."""
+        return _judge(self.result, self.p_adjusted)
+
+    def half_verdict(self, half: int) -> str:
+        """The verdict on one half of the seeds alone, judged as ``pooled``."""
+        if self.result is None:
+            return MISSING
+        if self.halves is None:
+            return INCONCLUSIVE
+        return _judge(self.halves[half], self.halves_p_adjusted[half])
+
+    @property
+    def halves_agree(self) -> bool | None:
+        """Whether each half of the seeds reaches the verdict of all of them (None when missing)."""
+        if self.result is None:
+            return None
+        return self.half_verdict(0) == self.half_verdict(1) == self.pooled
 
     @property
     def verdict(self) -> str:
-        """Better or worse when the interval excludes zero and the adjusted p is below ``ALPHA``."""
-        if self.result is None:
-            return MISSING
-        if not self.p_adjusted < ALPHA:
-            return INCONCLUSIVE
-        return VERDICTS.get(self.result.verdict, INCONCLUSIVE)
+        """The verdict on all the seeds where it is inconclusive or missing, or where each half reaches it
+        too; else unstable."""
+        pooled = self.pooled
+        if pooled in (BETTER, WORSE) and not self.halves_agree:
+            return UNSTABLE
+        return pooled
+
+    @property
+    def seeds_to_replicate(self) -> int | None:
+        """For an unstable comparison, twice the seeds at which one half would reach the verdict with
+        ``HALF_POWER`` at the observed effect and spread, tested at the raw level Benjamini-Hochberg
+        rejected at on all the seeds (so about 81% that both halves do); None otherwise or out of reach."""
+        if self.verdict != UNSTABLE:
+            return None
+        per_half = seeds_for(self.result.effect, self.result.sd, HALF_POWER, 1 - self.level)
+        return None if per_half is None else 2 * per_half
 
     @property
     def pair(self) -> tuple[str, str]:
@@ -104,14 +151,33 @@ def compare_baselines(groups: list[Group], metric: str = RECALL) -> list[Compari
     return adjust(found)
 
 
+def _judge(result: Paired | None, p_adjusted: float) -> str:
+    if result is None:
+        return MISSING
+    if not p_adjusted < ALPHA:
+        return INCONCLUSIVE
+    return VERDICTS.get(result.verdict, INCONCLUSIVE)
+
+
 def adjust(comparisons: list[Comparison]) -> list[Comparison]:
-    """Each comparison with its Benjamini-Hochberg p over those of the list that have a result."""
+    """Each comparison with its Benjamini-Hochberg p over those of the list that have a result, on all the
+    seeds and on each half (each half a family of its own)."""
     tested = [i for i, c in enumerate(comparisons) if c.result is not None]
     adjusted = benjamini_hochberg([comparisons[i].result.p_value for i in tested])
+    by_half = [
+        benjamini_hochberg([_half_p(comparisons[i], half) for i in tested]) for half in range(len(HALVES))
+    ]
+    rejected = sum(p < ALPHA for p in adjusted)
+    level = ALPHA * max(rejected, 1) / max(len(tested), 1)
     found = list(comparisons)
-    for i, p in zip(tested, adjusted, strict=True):
-        found[i] = replace(found[i], p_adjusted=p)
+    for position, (i, p) in enumerate(zip(tested, adjusted, strict=True)):
+        halves_p = (by_half[0][position], by_half[1][position])
+        found[i] = replace(found[i], p_adjusted=p, halves_p_adjusted=halves_p, level=level)
     return found
+
+
+def _half_p(comparison: Comparison, half: int) -> float:
+    return math.nan if comparison.halves is None else comparison.halves[half].p_value
 
 
 def _compare(group: Group, row: Row, twins: list[Row], option: str, rate: Any, metric: str) -> Comparison:
@@ -133,8 +199,17 @@ def _compare(group: Group, row: Row, twins: list[Row], option: str, rate: Any, m
         )
     # The means of the seeds both ran, so that the difference of the means is the paired one.
     mine, theirs = {s: mine[s] for s in shared}, {s: theirs[s] for s in shared}
+    split = tuple(paired({s: mine[s] for s in half}, {s: theirs[s] for s in half}) for half in halves(shared))
     return Comparison(
-        group, noise, rate, row.method, baseline.method, _mean(mine), _mean(theirs), paired(mine, theirs)
+        group,
+        noise,
+        rate,
+        row.method,
+        baseline.method,
+        _mean(mine),
+        _mean(theirs),
+        paired(mine, theirs),
+        halves=split,
     )
 
 
@@ -150,15 +225,27 @@ def summary_lines(comparisons: list[Comparison]) -> list[str]:
         by_pair[(c.group.dataset, *c.pair)].append(c.verdict)
     lines = []
     for (dataset, method, baseline), verdicts in by_pair.items():
-        counts = {v: verdicts.count(v) for v in (BETTER, WORSE, INCONCLUSIVE, MISSING)}
+        counts = {v: verdicts.count(v) for v in VERDICT_ORDER}
         text = (
             f"{dataset}: **{method}** vs {baseline}: better at {counts[BETTER]} of {len(verdicts)} settings, "
             f"worse at {counts[WORSE]}, inconclusive at {counts[INCONCLUSIVE]}"
         )
-        if counts[MISSING]:
-            text += f", missing at {counts[MISSING]}"
+        for verdict in (UNSTABLE, MISSING):
+            if counts[verdict]:
+                text += f", {verdict} at {counts[verdict]}"
         lines.append(text)
     return lines
+
+
+def verdict_text(comparison: Comparison) -> str:
+    """The verdict as the report's table shows it: with the halves' when they disagree with all seeds."""
+    if comparison.verdict != UNSTABLE:
+        return comparison.verdict
+    return f"unstable (all seeds {comparison.pooled}; halves {_halves_text(comparison)})"
+
+
+def _halves_text(comparison: Comparison) -> str:
+    return " / ".join(comparison.half_verdict(half) for half in range(len(HALVES)))
 
 
 def markdown(comparisons: list[Comparison], interval: str) -> str:
@@ -175,7 +262,11 @@ def markdown(comparisons: list[Comparison], interval: str) -> str:
         f"{kind}. better / worse: the interval excludes zero and the comparison survives {FAMILY}: "
         f"{sum(c.result is not None for c in comparisons)} comparisons, p_bh in comparisons.csv; "
         "inconclusive: it does not, or cannot be told (fewer than 2 seeds, or equal differences on fewer "
-        "than 3); missing: a side has no complete run. comparisons.csv has every number.\n",
+        "than 3); missing: a side has no complete run. Each comparison is judged again on each of two "
+        "disjoint halves of the seeds (the 1st, 3rd, ... and the 2nd, 4th, ..., each half with its own "
+        "adjustment): better or worse stands only when both halves reach it too, else it is unstable "
+        "(another machine or another set of seeds could give another verdict). comparisons.csv has every "
+        "number.\n",
         *(f"- {line}" for line in summary_lines(comparisons)),
         "",
     ]
@@ -202,7 +293,7 @@ def markdown(comparisons: list[Comparison], interval: str) -> str:
                 if result is None or math.isnan(result.p_value)
                 else f"{result.p_value:.3g} (BH {c.p_adjusted:.3g})",
                 result.n_seeds if result else 0,
-                f"**{c.verdict}**" + (f": {c.missing}" if c.missing else ""),
+                f"**{verdict_text(c)}**" + (f": {c.missing}" if c.missing else ""),
             )
             out.append("| " + " | ".join(md_cell(str(text)) for text in cells) + " |")
         out.append("")
@@ -227,6 +318,16 @@ FIELDS = (
     "n_comparisons",
     "n_seeds",
     "verdict",
+    # The verdict on all the seeds, on each half (each half adjusted over its own family), and whether
+    # both halves reach the verdict of all seeds; ``verdict`` is unstable where they do not.
+    "verdict_all_seeds",
+    "verdict_half_a",
+    "verdict_half_b",
+    "halves_agree",
+    "p_bh_half_a",
+    "p_bh_half_b",
+    # For an unstable comparison: the seeds at which both halves would reach its verdict (about 81%).
+    "seeds_to_replicate",
     "interval",
     "missing",
 )
@@ -260,6 +361,13 @@ def write_csv(comparisons: list[Comparison], path: Path) -> Path:
                     "n_comparisons": family if r else "",
                     "n_seeds": r.n_seeds if r else 0,
                     "verdict": c.verdict,
+                    "verdict_all_seeds": c.pooled,
+                    "verdict_half_a": c.half_verdict(0),
+                    "verdict_half_b": c.half_verdict(1),
+                    "halves_agree": "" if c.halves_agree is None else ("yes" if c.halves_agree else "no"),
+                    "p_bh_half_a": csv_number(c.halves_p_adjusted[0]) if r else "",
+                    "p_bh_half_b": csv_number(c.halves_p_adjusted[1]) if r else "",
+                    "seeds_to_replicate": c.seeds_to_replicate or "",
                     "interval": r.interval if r else "",
                     "missing": c.missing,
                 }
@@ -279,8 +387,9 @@ def draw_forest(comparisons: list[Comparison], out: Path) -> list[tuple[Path, st
         _forest(found, path, f"{dataset}, {noise} noise")
         caption = (
             f"{dataset}, {noise} noise: each method's test Recall@1 minus its own paper's baseline's "
-            "(points), mean over seeds with its 95% paired interval, a panel per noise rate; filled: the "
-            "interval excludes zero; hollow: it does not or cannot be told; absent: a side has no run"
+            "(points), mean over seeds with its 95% paired interval, a panel per noise rate; filled: better "
+            "(green) or worse (red) on all seeds and on each half of them; hollow orange: so on all seeds "
+            "but not on both halves (unstable); hollow grey: inconclusive; absent: a side has no run"
         )
         figures.append((path, caption))
     return figures
@@ -293,7 +402,7 @@ def _forest(comparisons: list[Comparison], path: Path, title: str) -> None:
     FigureCanvasAgg(figure)
     axes_row = figure.subplots(1, len(rates), sharey=True, squeeze=False)[0]
     position = {pair: len(pairs) - 1 - i for i, pair in enumerate(pairs)}
-    colours = {BETTER: "C2", WORSE: "C3", INCONCLUSIVE: "0.3"}
+    colours = {BETTER: "C2", WORSE: "C3", UNSTABLE: "C1", INCONCLUSIVE: "0.3"}
     for axes, rate in zip(axes_row, rates, strict=True):
         for c in (c for c in comparisons if c.rate == rate and c.result is not None):
             r, y, colour = c.result, position[c.pair], colours[c.verdict]

@@ -28,6 +28,9 @@ CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE
 # The power a seed count is sized for: the usual 80% chance that the interval excludes zero.
 POWER = 0.8
+# The power each half of the seeds is sized for, so that both halves reach a true effect with about
+# 0.9 x 0.9 = 81% chance: the seed counts the report proposes for an unstable or inconclusive verdict.
+HALF_POWER = 0.9
 # Beyond this many seeds the effect is too small to chase: ``seeds_needed`` says None.
 MAX_SEEDS = 1000
 # Equal differences on fewer seeds than this, from runs that move with the seed, give no interval (paired).

@@ -38,6 +38,7 @@ from noisydml.report.pairing import by_seed, difference, fmt, gap, interval_text
 from noisydml.report.statistics import (
     ALPHA,
     CONTRADICTED,
+    HALF_POWER,
     HELD,
     INCONCLUSIVE,
     Paired,
@@ -57,9 +58,6 @@ UNSTABLE = "unstable"
 STAND_IN = "not evaluated (stand-in)"
 EXTENSION_ONLY = "not evaluated (extension)"
 STATUSES = (HELD, CONTRADICTED, INCONCLUSIVE, UNSTABLE, NOT_EVALUATED, STAND_IN, EXTENSION_ONLY)
-# The power each half of the seeds is sized for, so that both halves reach a true effect with about
-# 0.9 x 0.9 = 81% chance: the seed counts the report proposes for an unstable or inconclusive claim.
-HALF_POWER = 0.9
 
 
 @dataclass(frozen=True)
