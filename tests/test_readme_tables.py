@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import os
+import time
 from pathlib import Path
 
 from noisydml.report import claims, papers
@@ -65,6 +67,22 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
     assert "8 seeds per experiment, on Test CPU (numerics portable; torch 2.14.1)" in text
     # The commit is in the stamp file, never in the README (no history there).
     assert "abcdef0" not in text
+    # A stamp with the measured wall time says it against the reproduction's budget, and what was traded
+    # where it is over.
+    for key, wall_s, said in (
+        ("digits", 24 * 60, "; 16 runs and their reports in 24 min, 2 at a time on 2 cores (budget 30 min)"),
+        (
+            "mnist5k",
+            71 * 60,
+            "; 16 runs and their reports in 71 min, 2 at a time on 2 cores, over its 60-min "
+            "budget: the seeds are sized so that each claim's halves can replicate",
+        ),
+    ):
+        timed = {**stamp, "wall_s": wall_s, "cores": 2, "jobs": 2, "complete_runs": 16}
+        (tmp_path / key).mkdir(exist_ok=True)
+        claims.write_claims_csv([verdict], tmp_path / key / "claims.csv")
+        (tmp_path / key / "stamp.json").write_text(json.dumps(timed))
+        assert said in tables.block(tmp_path), key
 
 
 def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> None:
@@ -83,16 +101,39 @@ def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> No
             "seed": seed,
             "config": {"report": {"figure": "levi2021/digits"}},
             "numerics": {"mode": "portable", "cpu": "Test CPU"},
-            "versions": {"torch": "2.14.1", "python": "3.11.7"},
+            "versions": {"torch": "2.14.1", "python": "3.11.7", "git_commit": "1234abc"},
         }
         (run / "results.json").write_text(json.dumps(record))
-    assert publish.main(["digits", str(report), str(sweep), "--results", str(tmp_path / "results")]) == 0
+    results = str(tmp_path / "results")
+    assert publish.main(["digits", str(report), str(sweep), "--results", results]) == 0
     out = tmp_path / "results" / "digits"
     assert (out / "claims.csv").read_text() == "claim\nx\n" and not (out / "comparisons.csv").exists()
     stamp = json.loads((out / "stamp.json").read_text())
     assert stamp["cpu"] == ["Test CPU"] and stamp["numerics"] == ["portable"]
-    assert stamp["versions"] == [{"python": "3.11.7", "torch": "2.14.1"}]
+    assert stamp["versions"] == [{"git_commit": "1234abc", "python": "3.11.7", "torch": "2.14.1"}]
     assert stamp["seeds"] == {"levi2021/digits": [0, 1]} and stamp["complete_runs"] == 2
+    # The commit is the one the runs trained at, whatever checkout redraws the report; no time without
+    # --started.
+    assert stamp["commit"] == "1234abc" and stamp["published_at"] != "1234abc" and "wall_s" not in stamp
+    started = time.time() - 125
+    assert (
+        publish.main(
+            [
+                "digits",
+                str(report),
+                str(sweep),
+                "--results",
+                results,
+                "--started",
+                str(started),
+                "--jobs",
+                "2",
+            ]
+        )
+        == 0
+    )
+    stamp = json.loads((out / "stamp.json").read_text())
+    assert 125 <= stamp["wall_s"] < 185 and stamp["jobs"] == 2 and stamp["cores"] == os.cpu_count()
 
 
 def test_the_readme_says_where_methods_beat_the_training_free_reference_and_where_not(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ files, absolute or relative to the run directory) for a retrieval grid.
 
 from __future__ import annotations
 
+import copy
 import csv
 import functools
 import math
@@ -171,8 +172,15 @@ def canonical(value: Any) -> str:
 def parse_overrides(lines: list[str]) -> dict[str, Any]:
     """``["noise.rate=0.4", "miner=fixed_semihard"]`` -> ``{"noise.rate": 0.4, "miner": "fixed_semihard"}``,
     parsed with Hydra's own override grammar."""
-    parsed = _parser().parse_overrides([str(line) for line in lines])
-    return {o.get_key_element(): o.value() for o in parsed}
+    return dict(copy.deepcopy(_parse_override(str(line))) for line in lines)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_override(line: str) -> tuple[str, Any]:
+    # Hydra's grammar is slow (an ANTLR parse, some 25 ms a line) and a sweep's jobs repeat the same few
+    # override lines; the callers get a copy, so that the cached value cannot be changed.
+    (override,) = _parser().parse_overrides([line])
+    return override.get_key_element(), override.value()
 
 
 @functools.cache

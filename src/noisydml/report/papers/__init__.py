@@ -13,6 +13,7 @@ papers' diagnostics, and the papers' modules import the report's tables, which i
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -82,12 +83,18 @@ class Paper:
 
 def papers() -> list[Paper]:
     """Every module of this package that defines ``PAPER``, in ``order``."""
+    return list(_papers(tuple(__path__)))
+
+
+@functools.lru_cache(maxsize=8)
+def _papers(path: tuple[str, ...]) -> tuple[Paper, ...]:
+    # Listing the package's modules costs some 10 ms, and a report asks once per run it reads.
     found = []
-    for module in pkgutil.iter_modules(__path__):
+    for module in pkgutil.iter_modules(list(path)):
         paper = getattr(importlib.import_module(f"{__name__}.{module.name}"), "PAPER", None)
         if isinstance(paper, Paper):
             found.append(paper)
-    return sorted(found, key=lambda p: (p.order, p.key))
+    return tuple(sorted(found, key=lambda p: (p.order, p.key)))
 
 
 def claims() -> tuple[Claim, ...]:
