@@ -94,7 +94,10 @@ def stamp_of(sweeps: list[Path]) -> dict:
     return {
         "commit": commits[0] if len(commits) == 1 else commits,
         "published_at": _git("rev-parse", "HEAD"),
-        "tree_changed": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        # Changes in the publishing checkout, but for the files publishing itself writes.
+        "tree_changed": bool(
+            _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!README.md", ":!results")
+        ),
         "cpu": sorted(cpus),
         "numerics": sorted(modes),
         "versions": [json.loads(v) for v in sorted(versions)],
