@@ -143,8 +143,9 @@ def _comparisons_text(path: Path) -> str:
     if counts["unstable"]:
         text += (
             f". Unstable: better or worse on all the seeds but not on both halves; both halves would reach "
-            f"it with about 81% chance at a median of {_median(needed)} seeds (estimated for "
-            f"{len(needed)} of the {counts['unstable']} from their effect and spread)"
+            f"it with about 81% chance at a median of {_median(needed)} seeds (at most: estimated for "
+            f"{len(needed)} of the {counts['unstable']} from their effect and spread at Benjamini-Hochberg's "
+            "strictest bar)"
             if needed
             else ". Unstable: better or worse on all the seeds but not on both halves"
         )

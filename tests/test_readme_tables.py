@@ -184,8 +184,8 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
     )
     assert "of 6 comparisons, 1 better, 1 worse, 2 unstable, 1 inconclusive, 1 missing" in text
     assert (
-        "both halves would reach it with about 81% chance at a median of 10 seeds (estimated for 2 of the 2"
-        in text
+        "both halves would reach it with about 81% chance at a median of 10 seeds (at most: estimated for 2 "
+        "of the 2" in text
     )
     assert (
         "by noise model, on all the seeds: symmetric noise, methods better at 1 and worse at 2 of 4 "

@@ -79,7 +79,7 @@ class Comparison:
     # p over the halves of the report's comparisons.
     halves: tuple[Paired, Paired] | None = None
     halves_p_adjusted: tuple[float, float] = (math.nan, math.nan)
-    # The raw p below which Benjamini-Hochberg rejected on all the seeds (ALPHA x rejections / tests).
+    # Benjamini-Hochberg's strictest bar over the report's comparisons (ALPHA / tests: its first rejection).
     level: float = ALPHA
 
     @property
@@ -115,8 +115,9 @@ class Comparison:
     @property
     def seeds_to_replicate(self) -> int | None:
         """For an unstable comparison, twice the seeds at which one half would reach the verdict with
-        ``HALF_POWER`` at the observed effect and spread, tested at the raw level Benjamini-Hochberg
-        rejected at on all the seeds (so about 81% that both halves do); None otherwise or out of reach."""
+        ``HALF_POWER`` at the observed effect and spread (so about 81% that both halves do), tested at
+        Benjamini-Hochberg's strictest bar: an upper estimate, as a half's bar rises with every other
+        comparison it rejects. None otherwise or out of reach."""
         if self.verdict != UNSTABLE:
             return None
         per_half = seeds_for(self.result.effect, self.result.sd, HALF_POWER, 1 - self.level)
@@ -167,8 +168,7 @@ def adjust(comparisons: list[Comparison]) -> list[Comparison]:
     by_half = [
         benjamini_hochberg([_half_p(comparisons[i], half) for i in tested]) for half in range(len(HALVES))
     ]
-    rejected = sum(p < ALPHA for p in adjusted)
-    level = ALPHA * max(rejected, 1) / max(len(tested), 1)
+    level = ALPHA / max(len(tested), 1)
     found = list(comparisons)
     for position, (i, p) in enumerate(zip(tested, adjusted, strict=True)):
         halves_p = (by_half[0][position], by_half[1][position])
