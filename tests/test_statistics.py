@@ -77,6 +77,22 @@ def test_seeds_needed_matches_the_published_paired_t_power_tables(size, seeds):
     assert power(seeds) >= 0.8 > power(seeds - 1)
 
 
+def test_seeds_needed_at_a_strict_level_where_scipys_noncentral_t_gives_nan():
+    # A huge effect (d = 19) at the bar of 340 comparisons (alpha / 340): at 2 and 3 seeds the critical
+    # t is 4331 and 82, far in a tail where scipy's noncentral t returns nan. Simulated paired t-tests say
+    # how often each number of seeds reaches it; the answer must be where the simulation crosses 90%.
+    confidence = 1 - 0.05 / 340
+    rng = np.random.default_rng(0)
+
+    def simulated(n):
+        differences = 19 + rng.standard_normal((20_000, n))
+        t = differences.mean(1) / (differences.std(1, ddof=1) / math.sqrt(n))
+        return float(np.mean(np.abs(t) > stats.t.ppf(0.5 + confidence / 2, n - 1)))
+
+    assert simulated(3) < 0.9 <= simulated(4)
+    assert seeds_for(19.0, 1.0, 0.9, confidence) == 4
+
+
 def test_seeds_needed_is_none_without_an_effect_or_beyond_reach():
     assert seeds_for(0.0, 0.01) is None
     assert seeds_for(1e-6, 1.0) is None

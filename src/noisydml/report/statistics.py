@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from scipy import integrate, stats
 
 HELD, CONTRADICTED, INCONCLUSIVE = "held", "contradicted", "inconclusive"
 CONFIDENCE = 0.95
@@ -198,8 +198,7 @@ def seeds_for(effect: float, sd: float, power: float = POWER, confidence: float 
     def reached(n: int) -> bool:
         critical = stats.t.ppf(0.5 + confidence / 2, n - 1)
         noncentrality = size * math.sqrt(n)
-        chance = stats.nct.sf(critical, n - 1, noncentrality) + stats.nct.cdf(-critical, n - 1, noncentrality)
-        # scipy's noncentral t gives nan far out in its tail, where the power is all but 1.
+        chance = _above(critical, n - 1, noncentrality) + _above(critical, n - 1, -noncentrality)
         return not chance < power
 
     # The power grows with n: double until it is reached, then bisect between the last two.
@@ -213,6 +212,20 @@ def seeds_for(effect: float, sd: float, power: float = POWER, confidence: float 
         middle = (low + high) // 2
         low, high = (low, middle) if reached(middle) else (middle + 1, high)
     return low
+
+
+def _above(critical: float, df: int, noncentrality: float) -> float:
+    """P(T > critical) for T noncentral t: scipy's, or where scipy gives nan (far out in a tail, e.g. a
+    critical value in the thousands at one degree of freedom), the same probability integrated over the
+    chi-distributed scale: T = (Z + noncentrality) / (X / sqrt(df)), X ~ chi(df)."""
+    chance = float(stats.nct.sf(critical, df, noncentrality))
+    if not math.isnan(chance):
+        return chance
+    scale = stats.chi(df)
+    value, _ = integrate.quad(
+        lambda x: stats.norm.sf(critical * x / math.sqrt(df) - noncentrality) * scale.pdf(x), 0, math.inf
+    )
+    return float(value)
 
 
 def combine(verdicts: list[str]) -> str:
