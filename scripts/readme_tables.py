@@ -17,6 +17,7 @@ import math
 import sys
 from collections import Counter
 from pathlib import Path
+from statistics import median
 
 from noisydml.report import papers
 from noisydml.report.claims import RATES
@@ -139,22 +140,17 @@ def _comparisons_text(path: Path) -> str:
         f"(Benjamini-Hochberg over {family}, false discovery rate 5%, and each verdict judged again on each "
         f"half of the seeds; `results/{COMPARISONS[0]}/comparisons.csv`)"
     )
-    needed = sorted(int(r["seeds_to_replicate"]) for r in rows if r.get("seeds_to_replicate"))
+    needed = [int(r["seeds_to_replicate"]) for r in rows if r.get("seeds_to_replicate")]
     if counts["unstable"]:
         text += (
             f". Unstable: better or worse on all the seeds but not on both halves; both halves would reach "
-            f"it with about 81% chance at a median of {_median(needed)} seeds (at most: estimated for "
+            f"it with about 81% chance at a median of {median(needed):g} seeds (at most: estimated for "
             f"{len(needed)} of the {counts['unstable']} from their effect and spread at Benjamini-Hochberg's "
             "strictest bar)"
             if needed
             else ". Unstable: better or worse on all the seeds but not on both halves"
         )
     return text
-
-
-def _median(values: list[int]) -> str:
-    middle = len(values) // 2
-    return str(values[middle]) if len(values) % 2 else f"{(values[middle - 1] + values[middle]) / 2:g}"
 
 
 def reference_lines(rows: list[dict]) -> list[str]:
@@ -175,17 +171,17 @@ def reference_lines(rows: list[dict]) -> list[str]:
     if not settings:
         return []
     by_noise: dict[str, Counter] = {}
+    replicated_by_noise: Counter = Counter()
     for key, verdicts in settings.items():
         counts = by_noise.setdefault(key[1], Counter())
         for verdict, methods in verdicts.items():
             counts[verdict] += len(methods)
-        counts["replicated"] += len(replicated.get(key, []))
+        replicated_by_noise[key[1]] += len(replicated.get(key, []))
     lines = [
         f"against the training-free {label}, by noise model, on all the seeds: "
         + "; ".join(
             f"{noise} noise, methods better at {c['better']} and worse at {c['worse']} of "
-            f"{c.total() - c['replicated']} method-settings, {c['replicated']} of them on each half of the "
-            "seeds too"
+            f"{c.total()} method-settings, {replicated_by_noise[noise]} of them on each half of the seeds too"
             for noise, c in by_noise.items()
         )
     ]

@@ -56,7 +56,6 @@ VERDICT_ORDER = (BETTER, WORSE, UNSTABLE, INCONCLUSIVE, MISSING)
 VERDICTS = {HELD: BETTER, CONTRADICTED: WORSE}
 # How the report's comparisons are adjusted for their number, as the report states it.
 FAMILY = "Benjamini-Hochberg over every comparison of this report with a p-value (false discovery rate 5%)"
-HALVES = ("half_a", "half_b")
 
 
 @dataclass(frozen=True)
@@ -75,12 +74,10 @@ class Comparison:
     missing: str = ""
     # The p-value after Benjamini-Hochberg over the report's comparisons (``compare_baselines``).
     p_adjusted: float = math.nan
-    # The comparison on each half of the seeds (``statistics.halves``), and each half's Benjamini-Hochberg
-    # p over the halves of the report's comparisons.
+    # The comparison on each half of the seeds (``statistics.halves``; None where ``result`` is), and each
+    # half's Benjamini-Hochberg p over the halves of the report's comparisons.
     halves: tuple[Paired, Paired] | None = None
     halves_p_adjusted: tuple[float, float] = (math.nan, math.nan)
-    # Benjamini-Hochberg's strictest bar over the report's comparisons (ALPHA / tests: its first rejection).
-    level: float = ALPHA
 
     @property
     def pooled(self) -> str:
@@ -90,10 +87,8 @@ class Comparison:
 
     def half_verdict(self, half: int) -> str:
         """The verdict on one half of the seeds alone, judged as ``pooled``."""
-        if self.result is None:
-            return MISSING
         if self.halves is None:
-            return INCONCLUSIVE
+            return MISSING
         return _judge(self.halves[half], self.halves_p_adjusted[half])
 
     @property
@@ -112,15 +107,15 @@ class Comparison:
             return UNSTABLE
         return pooled
 
-    @property
-    def seeds_to_replicate(self) -> int | None:
+    def seeds_to_replicate(self, family: int) -> int | None:
         """For an unstable comparison, twice the seeds at which one half would reach the verdict with
         ``HALF_POWER`` at the observed effect and spread (so about 81% that both halves do), tested at
-        Benjamini-Hochberg's strictest bar: an upper estimate, as a half's bar rises with every other
-        comparison it rejects. None otherwise or out of reach."""
+        Benjamini-Hochberg's strictest bar over the ``family`` of comparisons (ALPHA / family, its first
+        rejection): an upper estimate, as a half's bar rises with every other comparison it rejects. None
+        otherwise or out of reach."""
         if self.verdict != UNSTABLE:
             return None
-        per_half = seeds_for(self.result.effect, self.result.sd, HALF_POWER, 1 - self.level)
+        per_half = seeds_for(self.result.effect, self.result.sd, HALF_POWER, 1 - ALPHA / family)
         return None if per_half is None else 2 * per_half
 
     @property
@@ -165,19 +160,12 @@ def adjust(comparisons: list[Comparison]) -> list[Comparison]:
     seeds and on each half (each half a family of its own)."""
     tested = [i for i, c in enumerate(comparisons) if c.result is not None]
     adjusted = benjamini_hochberg([comparisons[i].result.p_value for i in tested])
-    by_half = [
-        benjamini_hochberg([_half_p(comparisons[i], half) for i in tested]) for half in range(len(HALVES))
-    ]
-    level = ALPHA / max(len(tested), 1)
+    by_half = [benjamini_hochberg([comparisons[i].halves[half].p_value for i in tested]) for half in (0, 1)]
     found = list(comparisons)
     for position, (i, p) in enumerate(zip(tested, adjusted, strict=True)):
         halves_p = (by_half[0][position], by_half[1][position])
-        found[i] = replace(found[i], p_adjusted=p, halves_p_adjusted=halves_p, level=level)
+        found[i] = replace(found[i], p_adjusted=p, halves_p_adjusted=halves_p)
     return found
-
-
-def _half_p(comparison: Comparison, half: int) -> float:
-    return math.nan if comparison.halves is None else comparison.halves[half].p_value
 
 
 def _compare(group: Group, row: Row, twins: list[Row], option: str, rate: Any, metric: str) -> Comparison:
@@ -245,7 +233,7 @@ def verdict_text(comparison: Comparison) -> str:
 
 
 def _halves_text(comparison: Comparison) -> str:
-    return " / ".join(comparison.half_verdict(half) for half in range(len(HALVES)))
+    return " / ".join(comparison.half_verdict(half) for half in (0, 1))
 
 
 def markdown(comparisons: list[Comparison], interval: str) -> str:
@@ -367,7 +355,7 @@ def write_csv(comparisons: list[Comparison], path: Path) -> Path:
                     "halves_agree": "" if c.halves_agree is None else ("yes" if c.halves_agree else "no"),
                     "p_bh_half_a": csv_number(c.halves_p_adjusted[0]) if r else "",
                     "p_bh_half_b": csv_number(c.halves_p_adjusted[1]) if r else "",
-                    "seeds_to_replicate": c.seeds_to_replicate or "",
+                    "seeds_to_replicate": c.seeds_to_replicate(family) or "",
                     "interval": r.interval if r else "",
                     "missing": c.missing,
                 }
