@@ -35,7 +35,7 @@ from torch.utils.data import default_collate
 from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.run_fields import method_groups
-from noisydml.loggers.wandb_mode import choose_wandb_mode
+from noisydml.loggers.wandb_mode import choose_wandb_mode, logs_to_wandb
 from noisydml.run.results import config_differences
 from noisydml.utils.checks import Rule, check_value, check_writable
 from noisydml.utils.errors import BadInput
@@ -61,8 +61,9 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     for key, path in _checkpoint_dirs(cfg):
         check_output_dir(Path(path), key)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
-    choose_wandb_mode()
-    quiet_wandb()
+    if logs_to_wandb(cfg.logger):
+        choose_wandb_mode()
+        quiet_wandb()
     threads = cfg.cpu_threads
     if threads is None and cfg.get("numerics") == "portable":
         # A sum split over threads rounds differently with their number, which differs between machines.

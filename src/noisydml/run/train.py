@@ -313,7 +313,8 @@ def _global_step(checkpoint) -> int:
 
 
 def _finish_wandb() -> None:
-    """Close the W&B run so the next job of a multirun starts its own."""
-    import wandb
-
-    wandb.finish()
+    """Close the W&B run so the next job of a multirun starts its own (a run that logs to W&B has
+    imported it)."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish()

@@ -1,0 +1,127 @@
+"""Hydra's basic sweep (the cartesian product of the comma-separated overrides, ``hydra.sweeper.params``
+first, jobs in the same order and numbered alike), checked before any job runs at the cost of one
+composition per distinct job shape instead of one per job.
+
+Hydra's basic sweeper composes every job's config once to check it before launching, and the launcher
+composes it again to run it: two compositions a job, a tenth of a small job's CPU time
+(``scripts/bench/small_jobs.py``). What composition can refuse (an unknown key, group option or package)
+depends on which keys a job overrides and which option it picks in each config group, not on a plain
+value: ``seed=0`` composes where ``seed=1`` does; the values are checked by the run's own pre-flight. So a
+job is composed beforehand only when no earlier job overrides the same keys with the same group options.
+Interval and range sweeps (an Optuna search space) are the Optuna sweeper's.
+"""
+
+import itertools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.core.plugins import Plugins
+from hydra.errors import HydraException
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class NoisydmlSweeperConf:
+    _target_: str = "hydra_plugins.noisydml_sweeper.noisydml_sweeper.NoisydmlSweeper"
+    max_batch_size: int | None = None
+    params: dict[str, str] | None = None
+
+
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="noisydml", node=NoisydmlSweeperConf, provider="noisydml"
+)
+
+
+class NoisydmlSweeper(Sweeper):
+    def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.max_batch_size = max_batch_size
+        self.params = params or {}
+        self.hydra_context: HydraContext | None = None
+        self.config: DictConfig | None = None
+        self.launcher = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.hydra_context = hydra_context
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: list[str]) -> Any:
+        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        overrides = parser.parse_overrides([*(f"{k}={v}" for k, v in self.params.items()), *arguments])
+        jobs = self.jobs(overrides)
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        self.validate_batch_is_legal(jobs)
+        size = self.max_batch_size if self.max_batch_size not in (None, -1) else max(len(jobs), 1)
+        if size < 1:
+            raise HydraException(f"hydra.sweeper.max_batch_size={size} must be a positive number of jobs")
+        returns = []
+        for start in range(0, len(jobs), size):
+            results = self.launcher.launch(jobs[start : start + size], initial_job_idx=start)
+            for result in results:
+                # Reading it raises a job's error, as Hydra's basic sweeper does.
+                _ = result.return_value
+            returns.append(results)
+        return returns
+
+    @staticmethod
+    def jobs(overrides: list[Override]) -> list[list[str]]:
+        """Each job's overrides: the product of every override's values, the later override of a key
+        replacing an earlier one in its place (as Hydra's basic sweeper orders them)."""
+        values: dict[str, list[str]] = {}
+        for override in overrides:
+            key = override.get_key_element()
+            if not override.is_sweep_override():
+                values[key] = [f"{key}={override.get_value_element_as_str()}"]
+            elif override.is_discrete_sweep():
+                values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+            else:
+                raise HydraException(
+                    f"{key}: the noisydml sweeper takes comma-separated values and choice(); "
+                    f"for a {override.value_type.name} sweep use hydra/sweeper=optuna"
+                )
+        return [list(job) for job in itertools.product(*values.values())]
+
+    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
+        """Compose one job of each shape (:func:`shape`), so that a job that cannot be composed stops the
+        sweep before the first job runs."""
+        assert self.hydra_context is not None and self.config is not None
+        loader = self.hydra_context.config_loader
+        parser = OverridesParser.create(config_loader=loader)
+        groups: dict[str, bool] = {}
+
+        def is_group(name: str) -> bool:
+            if name not in groups:
+                groups[name] = bool(loader.get_group_options(name))
+            return groups[name]
+
+        seen = set()
+        for overrides in batch:
+            if (key := shape(parser.parse_overrides(list(overrides)), is_group)) in seen:
+                continue
+            seen.add(key)
+            loader.load_sweep_config(master_config=self.config, sweep_overrides=list(overrides))
+
+
+def shape(overrides: list[Override], is_group) -> tuple:
+    """What composing a job's overrides can depend on: each key it sets, with the option it picks where
+    the key is a config group (``method=le2019/triplet``), not the plain values (``seed=3``)."""
+    return tuple(
+        (o.get_key_element(), o.get_value_element_as_str() if is_group(o.key_or_group) else None)
+        for o in overrides
+    )
