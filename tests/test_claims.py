@@ -99,10 +99,11 @@ def test_raw_contradiction_that_holm_does_not_keep_is_inconclusive() -> None:
     assert v.assessed[0].verdict == claims.INCONCLUSIVE
     assert v.status == claims.INCONCLUSIVE and "not contradicted" in v.detail
     # Alone, the same comparison contradicts the claim (a family of one: Holm changes nothing) - but
-    # only on the half that holds the large differences, so it is unstable.
+    # only on the half that holds the large differences, and halves of 4 seeds could not be expected to
+    # reach it at this effect and spread: underpowered, with the seeds that would replicate it.
     alone = verdict(weak)
     assert alone.pooled == claims.CONTRADICTED and alone.halves == (claims.CONTRADICTED, claims.INCONCLUSIVE)
-    assert alone.status == claims.UNSTABLE
+    assert alone.status == claims.UNDERPOWERED and alone.seeds_needed > len(SEEDS)
 
 
 def test_inconclusive_when_an_interval_spans_zero() -> None:
@@ -111,14 +112,50 @@ def test_inconclusive_when_an_interval_spans_zero() -> None:
     assert v.seeds_needed is None or v.seeds_needed > 8
 
 
-def test_unstable_when_one_half_does_not_reach_the_verdict() -> None:
+def test_underpowered_when_the_halves_have_too_few_seeds_for_the_verdict() -> None:
     v = verdict(diff(HALF_HELD, 0.4))
     assert v.pooled == claims.HELD and v.halves == (claims.HELD, claims.INCONCLUSIVE)
-    assert v.status == claims.UNSTABLE and v.halves_agree is False
+    assert v.status == claims.UNDERPOWERED and v.halves_agree is False
     assert "halves (seeds 0,2,4,6 / 1,3,5,7): held / inconclusive" in v.detail
-    # Each half needs the seeds for 90% power at the observed effect and spread: twice that in all.
+    # Each half needs the seeds for 90% power at the observed effect and spread: twice that in all, more
+    # than the 8 run.
     result = v.comparisons[0].result
-    assert v.seeds_needed == 2 * seeds_for(result.effect, result.sd, 0.9)
+    assert v.seeds_needed == 2 * seeds_for(result.effect, result.sd, 0.9) > len(SEEDS)
+
+
+# 20 seeds, in seed order: the 1st, 3rd, ... near 1.6 (held alone), the 2nd, 4th, ... spread around 0.6
+# (inconclusive alone, p = 0.095); on all 20, +1.08 [+0.69, +1.48], which halves of 9 seeds would each
+# reach with 90% power (18 in all, fewer than the 20 run).
+SPLIT = [
+    1.5,
+    0.2,
+    1.7,
+    1.8,
+    1.6,
+    -0.7,
+    1.55,
+    1.5,
+    1.65,
+    0.9,
+    1.6,
+    -0.6,
+    1.5,
+    1.6,
+    1.7,
+    -0.2,
+    1.6,
+    1.2,
+    1.63,
+    -0.1,
+]
+
+
+def test_unstable_when_halves_with_seeds_enough_disagree() -> None:
+    seeds = [str(s) for s in range(len(SPLIT))]
+    a = {seed: 0.5 + v for seed, v in zip(seeds, SPLIT, strict=True)}
+    v = verdict(compare("p=0.4", METRIC, a, dict.fromkeys(seeds, 0.5), ("a", "b"), column=0.4))
+    assert v.pooled == claims.HELD and v.halves == (claims.HELD, claims.INCONCLUSIVE)
+    assert v.status == claims.UNSTABLE and v.seeds_needed == 18 <= len(seeds)
 
 
 def test_a_stand_in_neither_holds_nor_contradicts() -> None:

@@ -16,7 +16,10 @@ either side has no complete run is missing, and says which runs it lacks.
 A verdict must also replicate, as a claim's must (:mod:`noisydml.report.claims.verdicts`): each comparison
 is judged again on each of two disjoint halves of the seeds (``statistics.halves``), each half with its own
 Benjamini-Hochberg adjustment over the report's comparisons. Better or worse stands only when each half
-reaches it too; otherwise it is unstable: another machine, or another set of seeds, could give another.
+reaches it too. Where a half does not, the comparison is underpowered when a half's seeds could not be
+expected to reach the verdict (at the observed effect and spread, at Benjamini-Hochberg's strictest bar),
+and says how many seeds would; otherwise it is unstable: the halves disagree with seeds enough, and another
+machine, or another set of seeds, could give another.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from noisydml.report.statistics import (
     CONTRADICTED,
     HALF_POWER,
     HELD,
+    MAX_SEEDS,
     Paired,
     T,
     benjamini_hochberg,
@@ -52,7 +56,8 @@ from noisydml.report.statistics import (
 from noisydml.report.tables import Group, Row, csv_number, format_number, md_cell, pivot, slug
 
 BETTER, WORSE, INCONCLUSIVE, UNSTABLE, MISSING = "better", "worse", "inconclusive", "unstable", "missing"
-VERDICT_ORDER = (BETTER, WORSE, UNSTABLE, INCONCLUSIVE, MISSING)
+UNDERPOWERED = "underpowered"
+VERDICT_ORDER = (BETTER, WORSE, UNSTABLE, UNDERPOWERED, INCONCLUSIVE, MISSING)
 VERDICTS = {HELD: BETTER, CONTRADICTED: WORSE}
 # How the report's comparisons are adjusted for their number, as the report states it.
 FAMILY = "Benjamini-Hochberg over every comparison of this report with a p-value (false discovery rate 5%)"
@@ -78,6 +83,8 @@ class Comparison:
     # half's Benjamini-Hochberg p over the halves of the report's comparisons.
     halves: tuple[Paired, Paired] | None = None
     halves_p_adjusted: tuple[float, float] = (math.nan, math.nan)
+    # How many comparisons the adjustment was over (``adjust``): a half's bar depends on it.
+    family: int = 0
 
     @property
     def pooled(self) -> str:
@@ -101,20 +108,29 @@ class Comparison:
     @property
     def verdict(self) -> str:
         """The verdict on all the seeds where it is inconclusive or missing, or where each half reaches it
-        too; else unstable."""
+        too. Where a half does not: underpowered when a half's seeds could not be expected to reach it (at
+        the observed effect and spread, fewer than ``seeds_to_replicate``) and no half points the other
+        way; else unstable, the halves disagreeing with as many seeds as replication needs."""
         pooled = self.pooled
-        if pooled in (BETTER, WORSE) and not self.halves_agree:
-            return UNSTABLE
-        return pooled
+        if pooled not in (BETTER, WORSE) or self.halves_agree:
+            return pooled
+        opposite = WORSE if pooled == BETTER else BETTER
+        needed = self.seeds_to_replicate()
+        if opposite not in (self.half_verdict(0), self.half_verdict(1)) and (
+            needed is None or needed > self.result.n_seeds
+        ):
+            return UNDERPOWERED
+        return UNSTABLE
 
-    def seeds_to_replicate(self, family: int) -> int | None:
-        """For an unstable comparison, twice the seeds at which one half would reach the verdict with
-        ``HALF_POWER`` at the observed effect and spread (so about 81% that both halves do), tested at
-        Benjamini-Hochberg's strictest bar over the ``family`` of comparisons (ALPHA / family, its first
-        rejection): an upper estimate, as a half's bar rises with every other comparison it rejects. None
-        otherwise or out of reach."""
-        if self.verdict != UNSTABLE:
+    def seeds_to_replicate(self, family: int | None = None) -> int | None:
+        """For a verdict on all the seeds that the halves do not both reach, twice the seeds at which one
+        half would reach it with ``HALF_POWER`` at the observed effect and spread (so about 81% that both
+        halves do), tested at Benjamini-Hochberg's strictest bar over the ``family`` of comparisons (ALPHA
+        / family, its first rejection; the family adjusted over when not given): an upper estimate, as a
+        half's bar rises with every other comparison it rejects. None otherwise or out of reach."""
+        if self.pooled not in (BETTER, WORSE) or self.halves_agree:
             return None
+        family = family or self.family or 1
         per_half = seeds_for(self.result.effect, self.result.sd, HALF_POWER, 1 - ALPHA / family)
         return None if per_half is None else 2 * per_half
 
@@ -164,7 +180,7 @@ def adjust(comparisons: list[Comparison]) -> list[Comparison]:
     found = list(comparisons)
     for position, (i, p) in enumerate(zip(tested, adjusted, strict=True)):
         halves_p = (by_half[0][position], by_half[1][position])
-        found[i] = replace(found[i], p_adjusted=p, halves_p_adjusted=halves_p)
+        found[i] = replace(found[i], p_adjusted=p, halves_p_adjusted=halves_p, family=len(tested))
     return found
 
 
@@ -218,7 +234,7 @@ def summary_lines(comparisons: list[Comparison]) -> list[str]:
             f"{dataset}: **{method}** vs {baseline}: better at {counts[BETTER]} of {len(verdicts)} settings, "
             f"worse at {counts[WORSE]}, inconclusive at {counts[INCONCLUSIVE]}"
         )
-        for verdict in (UNSTABLE, MISSING):
+        for verdict in (UNSTABLE, UNDERPOWERED, MISSING):
             if counts[verdict]:
                 text += f", {verdict} at {counts[verdict]}"
         lines.append(text)
@@ -226,9 +242,15 @@ def summary_lines(comparisons: list[Comparison]) -> list[str]:
 
 
 def verdict_text(comparison: Comparison) -> str:
-    """The verdict as the report's table shows it: with the halves' when they disagree with all seeds."""
-    if comparison.verdict != UNSTABLE:
-        return comparison.verdict
+    """The verdict as the report's table shows it: with the halves' when they do not reach the verdict of
+    all the seeds, and the seeds it needs when it is underpowered."""
+    verdict = comparison.verdict
+    if verdict == UNDERPOWERED:
+        needed = comparison.seeds_to_replicate()
+        needs = f"needs {needed} seeds" if needed is not None else f"needs over {2 * MAX_SEEDS} seeds"
+        return f"underpowered ({needs}; all seeds {comparison.pooled}; halves {_halves_text(comparison)})"
+    if verdict != UNSTABLE:
+        return verdict
     return f"unstable (all seeds {comparison.pooled}; halves {_halves_text(comparison)})"
 
 
@@ -252,9 +274,11 @@ def markdown(comparisons: list[Comparison], interval: str) -> str:
         "inconclusive: it does not, or cannot be told (fewer than 2 seeds, or equal differences on fewer "
         "than 3); missing: a side has no complete run. Each comparison is judged again on each of two "
         "disjoint halves of the seeds (the 1st, 3rd, ... and the 2nd, 4th, ..., each half with its own "
-        "adjustment): better or worse stands only when both halves reach it too, else it is unstable "
-        "(another machine or another set of seeds could give another verdict). comparisons.csv has every "
-        "number.\n",
+        "adjustment): better or worse stands only when both halves reach it too. Where a half does not, "
+        "the comparison is underpowered when a half's seeds could not be expected to reach the verdict at "
+        "its observed effect and spread (it says how many seeds would), else unstable (the halves disagree "
+        "with seeds enough: another machine or another set of seeds could give another verdict). "
+        "comparisons.csv has every number.\n",
         *(f"- {line}" for line in summary_lines(comparisons)),
         "",
     ]
@@ -307,14 +331,14 @@ FIELDS = (
     "n_seeds",
     "verdict",
     # The verdict on all the seeds, on each half (each half adjusted over its own family), and whether
-    # both halves reach the verdict of all seeds; ``verdict`` is unstable where they do not.
+    # both halves reach the verdict of all seeds; ``verdict`` is underpowered or unstable where they do not.
     "verdict_all_seeds",
     "verdict_half_a",
     "verdict_half_b",
     "halves_agree",
     "p_bh_half_a",
     "p_bh_half_b",
-    # For an unstable comparison: the seeds at which both halves would reach its verdict (about 81%).
+    # Where the halves do not both reach it: the seeds at which both would (about 81%).
     "seeds_to_replicate",
     "interval",
     "missing",
@@ -377,7 +401,8 @@ def draw_forest(comparisons: list[Comparison], out: Path) -> list[tuple[Path, st
             f"{dataset}, {noise} noise: each method's test Recall@1 minus its own paper's baseline's "
             "(points), mean over seeds with its 95% paired interval, a panel per noise rate; filled: better "
             "(green) or worse (red) on all seeds and on each half of them; hollow orange: so on all seeds "
-            "but not on both halves (unstable); hollow grey: inconclusive; absent: a side has no run"
+            "but not on both halves (underpowered or unstable); hollow grey: inconclusive; absent: a side "
+            "has no run"
         )
         figures.append((path, caption))
     return figures
@@ -390,7 +415,7 @@ def _forest(comparisons: list[Comparison], path: Path, title: str) -> None:
     FigureCanvasAgg(figure)
     axes_row = figure.subplots(1, len(rates), sharey=True, squeeze=False)[0]
     position = {pair: len(pairs) - 1 - i for i, pair in enumerate(pairs)}
-    colours = {BETTER: "C2", WORSE: "C3", UNSTABLE: "C1", INCONCLUSIVE: "0.3"}
+    colours = {BETTER: "C2", WORSE: "C3", UNSTABLE: "C1", UNDERPOWERED: "C1", INCONCLUSIVE: "0.3"}
     for axes, rate in zip(axes_row, rates, strict=True):
         for c in (c for c in comparisons if c.rate == rate and c.result is not None):
             r, y, colour = c.result, position[c.pair], colours[c.verdict]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from noisydml.report.claims.verdicts import NOT_EVALUATED, STATUSES, UNSTABLE, Verdict
+from noisydml.report.claims.verdicts import NOT_EVALUATED, STATUSES, UNDERPOWERED, UNSTABLE, Verdict
 from noisydml.report.pairing import interval_text, p_text
 from noisydml.report.statistics import INCONCLUSIVE, MAX_SEEDS, T
 from noisydml.report.tables import csv_number, md_cell
@@ -17,7 +17,9 @@ RATES = (
     "A verdict carries a family-wise error rate of 5%: `held` needs every comparison's 95% interval above "
     "zero (an intersection-union test, 5% without adjustment), and `contradicted` needs one below zero "
     "after Holm's step-down adjustment over the claim's comparisons in that experiment; either stands only "
-    "when each half of the seeds, judged alone, reaches it too, else the claim is `unstable`."
+    "when each half of the seeds, judged alone, reaches it too, else the claim is `underpowered` (a "
+    "half's seeds could not be expected to reach it; the seeds that would are given) or `unstable` (the "
+    "halves disagree with seeds enough)."
 )
 
 
@@ -26,7 +28,7 @@ def _seeds(verdict: Verdict) -> str:
     if deciding is None:
         return "-"
     fewest = min(c.result.n_seeds for c in verdict.comparisons)
-    if verdict.status not in (INCONCLUSIVE, UNSTABLE):
+    if verdict.status not in (INCONCLUSIVE, UNSTABLE, UNDERPOWERED):
         return str(fewest)
     if fewest < 2:
         return f"{fewest}; 2 or more give an interval"

@@ -22,8 +22,11 @@ over several comparisons ("at every noise rate") is decided in three steps:
    verdict.
 3. **Replication.** The claim is judged again on each of two disjoint halves of the seeds (the 1st, 3rd,
    ... and the 2nd, 4th, ... in seed order), each as if it were the only run. A verdict held or
-   contradicted on all the seeds stands only when each half reaches it too; otherwise it is ``unstable``:
-   another machine, which draws the chaotic small runs afresh, or another set of seeds, could give another.
+   contradicted on all the seeds stands only when each half reaches it too. Where a half does not, it is
+   ``underpowered`` when a half's seeds could not be expected to reach it (fewer seeds than replicate it at
+   the observed effect and spread: ``Verdict.seeds_needed`` says how many would) and no half reaches the
+   opposite verdict; otherwise it is ``unstable``: another machine, which draws the chaotic small runs
+   afresh, or another set of seeds, could give another.
 """
 
 from __future__ import annotations
@@ -55,9 +58,10 @@ from noisydml.report.tables import Group, Row, Table
 
 NOT_EVALUATED = "not evaluated"
 UNSTABLE = "unstable"
+UNDERPOWERED = "underpowered"
 STAND_IN = "not evaluated (stand-in)"
 EXTENSION_ONLY = "not evaluated (extension)"
-STATUSES = (HELD, CONTRADICTED, INCONCLUSIVE, UNSTABLE, NOT_EVALUATED, STAND_IN, EXTENSION_ONLY)
+STATUSES = (HELD, CONTRADICTED, INCONCLUSIVE, UNSTABLE, UNDERPOWERED, NOT_EVALUATED, STAND_IN, EXTENSION_ONLY)
 
 
 @dataclass(frozen=True)
@@ -178,12 +182,13 @@ class Verdict:
     @property
     def seeds_needed(self) -> int | None:
         """For an inconclusive claim, the seeds at which each open comparison would be decided with 80%
-        power at its observed effect; for an unstable one, twice the seeds at which one half would reach
-        the verdict with 90% power (both halves then with about 81%). None when one is out of reach."""
+        power at its observed effect; for an underpowered or unstable one, twice the seeds at which one half
+        would reach the verdict with 90% power (both halves then with about 81%). None when one is out of
+        reach."""
         scope = self._in_scope()
         if self.status == INCONCLUSIVE:
             needed = [a.comparison.result.seeds_needed() for a in scope if a.verdict == INCONCLUSIVE]
-        elif self.status == UNSTABLE:
+        elif self.status in (UNSTABLE, UNDERPOWERED):
             needed = [_seeds_to_replicate(a) for a in scope]
         else:
             return None
@@ -299,11 +304,18 @@ def _family(comparisons: list[Comparison], extension: str) -> list[Assessed]:
 
 def _decide(family: list[Assessed], rule: Callable[[list[str]], str]) -> tuple[str, tuple[str, str], str]:
     """(verdict on all seeds, on each half, the verdict that stands): held or contradicted stands only
-    when each half reaches it too, else it is unstable."""
+    when each half reaches it too. Where a half does not, the claim is underpowered when no half reaches
+    the opposite verdict and a half's seeds could not be expected to reach it (a comparison's seeds fewer
+    than those that replicate it at its observed effect and spread), else unstable."""
     pooled = rule([a.verdict for a in family])
     halves_ = (rule([a.half_verdicts[0] for a in family]), rule([a.half_verdicts[1] for a in family]))
-    stands = pooled if pooled not in (HELD, CONTRADICTED) or halves_ == (pooled, pooled) else UNSTABLE
-    return pooled, halves_, stands
+    if pooled not in (HELD, CONTRADICTED) or halves_ == (pooled, pooled):
+        return pooled, halves_, pooled
+    opposite = CONTRADICTED if pooled == HELD else HELD
+    short = any(
+        (needed := _seeds_to_replicate(a)) is None or needed > a.comparison.result.n_seeds for a in family
+    )
+    return pooled, halves_, UNDERPOWERED if opposite not in halves_ and short else UNSTABLE
 
 
 def _stand_in_text(stand_ins: list[Comparison]) -> str:
