@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import integrate, stats
+from statsmodels.stats.multitest import multipletests
 
 HELD, CONTRADICTED, INCONCLUSIVE = "held", "contradicted", "inconclusive"
 CONFIDENCE = 0.95
@@ -98,8 +99,7 @@ class Paired:
             return 1.0 if self.effect == value else 0.0
         if self.interval == BOOTSTRAP:
             return _bootstrap(np.asarray(self.differences) - value, CONFIDENCE)[2]
-        sem = self.sd / math.sqrt(n)
-        return float(2 * stats.t.sf(abs(self.effect - value) / sem, n - 1))
+        return float(stats.ttest_1samp(self.differences, value).pvalue)
 
 
 def paired(
@@ -140,10 +140,11 @@ def paired(
     if kind == BOOTSTRAP:
         low, high, p_value = _bootstrap(differences, confidence)
         return Paired(effect, low, high, p_value, n, sd, kind, kept, ids)
-    sem = sd / math.sqrt(n)
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sem
-    p_value = float(2 * stats.t.sf(abs(effect) / sem, n - 1))
-    return Paired(effect, effect - half, effect + half, p_value, n, sd, kind, kept, ids)
+    test = stats.ttest_1samp(differences, 0.0)
+    interval = test.confidence_interval(confidence)
+    return Paired(
+        effect, float(interval.low), float(interval.high), float(test.pvalue), n, sd, kind, kept, ids
+    )
 
 
 def seed_order(seeds: Iterable[Hashable]) -> list[Hashable]:
@@ -258,33 +259,25 @@ def at_most(comparison: Paired, margin: float) -> str:
     return INCONCLUSIVE
 
 
+def _adjust(p_values: list[float], method: str) -> list[float]:
+    """statsmodels' ``multipletests`` over the family; a nan p (no test possible) counts in the family as
+    p = 1 and stays nan."""
+    if not p_values:
+        return []
+    filled = [1.0 if math.isnan(p) else p for p in p_values]
+    adjusted = multipletests(filled, alpha=ALPHA, method=method)[1]
+    return [math.nan if math.isnan(p) else float(a) for p, a in zip(p_values, adjusted, strict=True)]
+
+
 def holm(p_values: list[float]) -> list[float]:
     """Holm's step-down adjustment of a family of p-values: rejecting where the adjusted p is below
     ``ALPHA`` keeps the chance of any false rejection in the family at ``ALPHA`` (family-wise error
-    rate), whatever the dependence between the tests. A nan p (no test possible) counts in the family as
-    p = 1 and stays nan."""
-    k = len(p_values)
-    filled = [1.0 if math.isnan(p) else p for p in p_values]
-    order = sorted(range(k), key=lambda i: filled[i])
-    adjusted = [math.nan] * k
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (k - rank) * filled[i]))
-        adjusted[i] = running
-    return [math.nan if math.isnan(p) else a for p, a in zip(p_values, adjusted, strict=True)]
+    rate), whatever the dependence between the tests. A nan p counts as p = 1 and stays nan."""
+    return _adjust(p_values, "holm")
 
 
 def benjamini_hochberg(p_values: list[float]) -> list[float]:
     """Benjamini and Hochberg's adjustment: rejecting where the adjusted p is below ``ALPHA`` keeps the
     expected share of false rejections among the rejections at ``ALPHA`` (false discovery rate) for
     independent or positively dependent tests. A nan p counts as p = 1 and stays nan."""
-    k = len(p_values)
-    filled = [1.0 if math.isnan(p) else p for p in p_values]
-    order = sorted(range(k), key=lambda i: filled[i], reverse=True)
-    adjusted = [math.nan] * k
-    running = 1.0
-    for position, i in enumerate(order):
-        rank = k - position
-        running = min(running, filled[i] * k / rank)
-        adjusted[i] = running
-    return [math.nan if math.isnan(p) else a for p, a in zip(p_values, adjusted, strict=True)]
+    return _adjust(p_values, "fdr_bh")
