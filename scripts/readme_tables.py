@@ -89,7 +89,8 @@ def _by_experiment(rows: list[dict]) -> list[dict]:
 
 def _columns(results: Path) -> list[tuple[str, str, str, list[dict] | None]]:
     return [
-        (key, title, command, _read(results / key / "claims.csv")) for key, title, command in REPRODUCTIONS
+        (key, title, command, read_rows(results / key / "claims.csv"))
+        for key, title, command in REPRODUCTIONS
     ]
 
 
@@ -169,7 +170,7 @@ def _counts(rows: list[dict] | None, claims) -> str:
 
 
 def _comparisons_summary(path: Path, where: str) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     if rows is None:
         return f"PRISM's noise protocols, every method against its own baseline: {NOT_YET}."
     counts = Counter(r["verdict"] for r in rows)
@@ -237,7 +238,7 @@ def paper_claims(key: str, results: Path = RESULTS) -> list[str]:
             for first in tested or [{"experiment": "", "claim_verdict": NOT_EVALUATED}]:
                 found = [r for r in mine if r["experiment"] == first["experiment"]]
                 deciding = _deciding(found)
-                ours = f"{deciding['comparison']} {_interval(deciding)}" if deciding else ""
+                ours = f"{deciding['comparison']} {interval_cell(deciding)}" if deciding else ""
                 halves = (
                     f"{first['claim_half_a']} / {first['claim_half_b']}" if first.get("claim_half_a") else ""
                 )
@@ -276,7 +277,7 @@ def stamp_line(folder: Path, rows: list[dict] | None, command: str) -> str:
     )
 
 
-def _read(path: Path) -> list[dict] | None:
+def read_rows(path: Path) -> list[dict] | None:
     if not path.is_file():
         return None
     with path.open() as f:
@@ -297,7 +298,7 @@ def _time_text(key: str, stamp: dict) -> str:
 
 
 def comparisons_text(path: Path) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     if rows is None:
         return f"{NOT_YET} (`{COMPARISONS[1]}` writes `results/{COMPARISONS[0]}/`)"
     verdicts = ("better", "worse", "unstable", "inconclusive", "missing")
@@ -387,7 +388,7 @@ def _deciding(rows: list[dict]) -> dict | None:
     return against[0] if against else min(own, key=lambda r: float(r["ci_low"] or "-inf"))
 
 
-def _interval(row: dict) -> str:
+def interval_cell(row: dict) -> str:
     scale = (
         100
         if row["metric"].startswith(("test/recall", "test/nmi", "test/map", "test/ncm", "test/knn"))

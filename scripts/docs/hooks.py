@@ -190,7 +190,7 @@ def results_page() -> str:
     columns.append((RESULTS / tables.COMPARISONS[0], "PRISM's noise protocols", tables.COMPARISONS[1]))
     for folder, title, command in columns:
         found = next(iter(sorted(folder.glob("*.csv"))), None) if folder.is_dir() else None
-        rows = tables._read(found) if found is not None else None
+        rows = tables.read_rows(found) if found is not None else None
         out.append(f"- **{title}**: {tables.stamp_line(folder, rows, command)}")
     out += ["", f"The claims' verdicts: {_escape(tables.RATES)}", ""]
     for paper in tables.papers.papers():
@@ -205,7 +205,7 @@ def comparisons_section(path: Path) -> list[str]:
     training-free reference, a table per data set and noise model, the verdict first."""
     tables = _readme_tables()
     out = ["## PRISM's noise protocols, every method", ""]
-    rows = tables._read(path)
+    rows = tables.read_rows(path)
     if rows is None:
         return [*out, tables.comparisons_text(path), ""]
     out += [tables.comparisons_text(path), ""]
@@ -224,7 +224,7 @@ def comparisons_section(path: Path) -> list[str]:
         for row in sorted(found, key=lambda r: (r["noise_rate"], r["method"], r["baseline"])):
             means = f"{_percent(row['method_mean'])} / {_percent(row['baseline_mean'])}"
             halves = f"{row['verdict_half_a']} / {row['verdict_half_b']}" if row.get("verdict_half_a") else ""
-            difference = tables._interval(row) if row.get("effect") else ""
+            difference = tables.interval_cell(row) if row.get("effect") else ""
             out.append(
                 f"| **{row['verdict']}** | {_escape(row['method'])} | {_escape(row['baseline'])} | "
                 f"{row['noise_rate']} | {means} | {difference} | {halves} |"
