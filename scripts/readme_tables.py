@@ -84,7 +84,10 @@ def word(rows: list[dict]) -> str:
 
 def _by_experiment(rows: list[dict]) -> list[dict]:
     """The first row of each experiment: the claim's verdict there is on every one of its rows."""
-    return list({r["experiment"]: r for r in reversed(rows)}.values())[::-1]
+    first: dict[str, dict] = {}
+    for row in rows:
+        first.setdefault(row["experiment"], row)
+    return list(first.values())
 
 
 def _columns(results: Path) -> list[tuple[str, str, str, list[dict] | None]]:
