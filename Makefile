@@ -134,7 +134,7 @@ reproduce-noisy-dml-cpu: install
 
 ## One report over a reproduction's sweeps (outputs/reports/<name>/), its claims.csv (or comparisons.csv)
 ## copied to results/<name>/ with stamp.json (commit, CPU, numerics, versions, seeds:
-## scripts/publish_results.py), and the README's claims table redrawn from results/
+## scripts/publish_results.py), and the README's answer and results/claims.md redrawn from results/
 ## (scripts/readme_tables.py). Commit results/ and README.md together.
 SWEEPS ?=
 publish/%: install

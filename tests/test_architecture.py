@@ -1,9 +1,11 @@
 """The package's shape, as ARCHITECTURE.md draws it: a root that holds the package's face, packages layered
-so that imports only point down, no module past 600 lines, and a map that names only what exists."""
+so that imports only point down, no circle of imports inside a package, no module past 600 lines, and a map
+that names only what exists."""
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import re
 from pathlib import Path
 
@@ -52,6 +54,80 @@ def _imported_packages(module: Path) -> set[str]:
             if parts[0] == "noisydml":
                 found.add(parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else "noisydml")
     return found
+
+
+def _module_name(module: Path, root: Path) -> str:
+    parts = module.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_imports(module: Path, root: Path, names: set[str]) -> set[str]:
+    """The modules of ``names`` that ``module`` imports: at its top, inside a function or under
+    ``TYPE_CHECKING`` (an import a type checker follows is still an arrow), with the packages Python runs
+    on the way (``a.b.c`` runs ``a/b/__init__.py`` first), but not the module's own packages, which
+    Python has begun before it."""
+    me = _module_name(module, root)
+    package = me if module.name == "__init__.py" else me.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            parts = target.split(".")
+            for end in range(2, len(parts) + 1):
+                name = ".".join(parts[:end])
+                if name in names and name != me and not me.startswith(f"{name}."):
+                    found.add(name)
+    return found
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """For each package under ``root`` (a package's folder), a circle of imports among its modules, if
+    it has one: ``[a, b, ..., a]``, each importing the next."""
+    modules = {_module_name(m, root): m for m in sorted(root.rglob("*.py"))}
+    cycles = []
+    for package in sorted(p for p in root.iterdir() if (p / "__init__.py").exists()):
+        prefix = f"{_module_name(package / '__init__.py', root)}"
+        inside = {name for name in modules if name == prefix or name.startswith(f"{prefix}.")}
+        graph = {name: _module_imports(modules[name], root, inside) for name in inside}
+        try:
+            graphlib.TopologicalSorter(graph).prepare()
+        except graphlib.CycleError as error:
+            cycles.append(list(reversed(error.args[1])))
+    return cycles
+
+
+def test_no_package_imports_itself_in_a_circle():
+    cycles = import_cycles(PACKAGE)
+    assert not cycles, "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_checker_sees_a_circle_through_a_type_checking_import_and_a_package(tmp_path):
+    """``pkg.reg`` imports ``pkg.sub.rec`` (so ``pkg/sub/__init__.py`` runs, which imports
+    ``pkg.sub.low``), and ``low`` imports ``reg`` for a type only: a circle of three."""
+    root = tmp_path / "top"
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "reg.py").write_text("from top.pkg.sub.rec import Record\n")
+    (root / "pkg" / "sub" / "__init__.py").write_text("from . import low\n")
+    (root / "pkg" / "sub" / "rec.py").write_text("Record = int\n")
+    (root / "pkg" / "sub" / "low.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from top.pkg import reg\n"
+    )
+    (cycle,) = import_cycles(root)
+    assert set(cycle) == {"top.pkg.reg", "top.pkg.sub", "top.pkg.sub.low"} and cycle[0] == cycle[-1]
+    # A module that imports its own package is no circle: Python began the package first.
+    (root / "pkg" / "sub" / "low.py").write_text("from top.pkg.sub import rec\n")
+    assert import_cycles(root) == []
 
 
 def test_every_package_has_a_layer():

@@ -1,10 +1,12 @@
-"""The README's claims table is the committed results' (results/<reproduction>/claims.csv and stamp.json),
-drawn by scripts/readme_tables.py: no number in it is typed by hand."""
+"""The README's answer and results/claims.md are the committed results' (results/<reproduction>/claims.csv and
+stamp.json), drawn by scripts/readme_tables.py: no number in them is typed by hand, and the README answers
+"does paper X's claim hold?" in its first table, a row per paper and per claim, one word per cell."""
 
 from __future__ import annotations
 
 import csv
 import importlib.util
+import itertools
 import json
 import os
 import time
@@ -28,11 +30,67 @@ def test_readme_claims_table_is_what_the_committed_results_give() -> None:
     tables = script("readme_tables")
     readme = (ROOT / "README.md").read_text()
     assert tables.render(readme) == readme, "run: python scripts/readme_tables.py"
+    assert (ROOT / "results" / "claims.md").read_text() == tables.detail(), (
+        "run: python scripts/readme_tables.py"
+    )
+
+
+def test_the_readme_answers_first_a_row_per_paper_and_per_claim_one_word_a_cell() -> None:
+    tables = script("readme_tables")
+    readme = (ROOT / "README.md").read_text()
+    lines = readme.splitlines()
+    assert len(lines) < 150
+    long = [line for line in lines if len(line) > 120 and not line.startswith("|")]
+    assert not long, long
+    # The first table after the two commands is the answer.
+    after = readme[readme.index("make test    #") :]
+    first = next(i for i, line in enumerate(after.splitlines()) if line.startswith("|"))
+    assert after.splitlines()[first] == "| paper, claim | digits | MNIST-5k |"
+    table = itertools.takewhile(lambda line: line.startswith("|"), after.splitlines()[first + 2 :])
+    rows = [line.split(" | ") for line in table]
+    by_paper: dict[str, list[list[str]]] = {}
+    paper = ""
+    for row in rows:
+        if row[0].startswith("| **"):
+            paper = row[0]
+            by_paper[paper] = [row]
+        else:
+            by_paper[paper].append(row)
+            assert {row[1], row[2].rstrip(" |")} <= set(tables.WORDS), row
+    with_claims = [p for p in papers.papers() if p.claims]
+    assert len(by_paper) == len(with_claims)
+    for (head, *claim_rows), paper in zip(by_paper.values(), with_claims, strict=True):
+        assert paper.title in head[0] and "(results/claims.md#" in head[0]
+        assert [r[0].removeprefix("| ") for r in claim_rows] == [
+            tables._md(tables._claim_text(tables._columns(tables.RESULTS), c)) for c in paper.claims
+        ]
+        # Each paper's counts add up to its claims, and count the words beneath it.
+        for column in (1, 2):
+            counted = dict(
+                (w, int(n)) for n, w in (part.split(" ", 1) for part in head[column].rstrip(" |").split(", "))
+            )
+            words = [r[column].rstrip(" |") for r in claim_rows]
+            assert counted == {w: words.count(w) for w in tables.WORDS if w in words}
+    # The full quotes and the intervals are in the detail, not here.
+    assert "“" not in readme and "[−" not in readme
+
+
+def test_one_word_per_claim_from_its_experiments_verdicts() -> None:
+    tables = script("readme_tables")
+
+    def rows(*verdicts: str) -> list[dict]:
+        return [{"experiment": f"e{i}", "claim_verdict": v} for i, v in enumerate(verdicts)]
+
+    assert tables.word(rows("not evaluated", "held", "held")) == "held"
+    assert tables.word(rows("held", "unstable")) == "undecided"
+    assert tables.word(rows("inconclusive", "contradicted")) == "contradicted"
+    assert tables.word(rows("not evaluated (stand-in)", "not evaluated (extension)")) == "not evaluated"
+    assert tables.word([]) == "not evaluated"
 
 
 def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verdicts(tmp_path: Path) -> None:
     tables = script("readme_tables")
-    assert tables.NOT_YET in tables.block(tmp_path)
+    assert tables.NOT_YET in tables.block(tmp_path) and tables.NOT_YET in tables.detail(tmp_path)
     # A committed digits result: levi2021-eps held on 8 seeds, each half too.
     seeds = [str(s) for s in range(8)]
     gains = [0.10, 0.12, 0.11, 0.09, 0.10, 0.12, 0.11, 0.10]
@@ -55,34 +113,38 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
         "cpu": ["Test CPU"],
         "numerics": ["portable"],
         "versions": [{"torch": "2.14.1"}],
-        "seeds": {"levi2021/digits": list(range(8))},
+        "seeds": {"levi2021/digits": list(range(8)), "bdml/digits": list(range(12))},
     }
     (folder / "stamp.json").write_text(json.dumps(stamp))
     text = tables.block(tmp_path)
-    row = next(line for line in text.splitlines() if line.startswith("| `levi2021-eps`"))
+    row = next(line for line in text.splitlines() if line.startswith(f"| {claim.text}"))
+    assert row == f"| {claim.text} | held | ? |"  # MNIST-5k has no file
     assert (
-        "levi2021/digits [digits]: **held**, noise.rate=0 +10.62 [+9.74, +11.51]; halves held / held" in row
+        "| **Levi et al. 2021** ([detail](results/claims.md#levi-et-al-2021)) | 1 held, 1 not evaluated | "
+        in text
     )
-    assert row.endswith(f"| {tables.NOT_YET} |")  # MNIST-5k has no file
-    assert "8 seeds per experiment, on Test CPU (numerics portable; torch 2.14.1)" in text
-    # The commit is in the stamp file, never in the README (no history there).
-    assert "abcdef0" not in text
-    # A stamp with the measured wall time says it against the reproduction's budget, and what was traded
-    # where it is over.
+    # The detail: the verdict first, the comparison it rests on, the halves, the paper's sentence.
+    detail = tables.detail(tmp_path)
+    assert (
+        "| **held** | digits | levi2021/digits [digits] | noise.rate=0 +10.62 [+9.74, +11.51] | held / held |"
+        in detail
+    )
+    assert f"The paper: “{claim.quote}”" in detail and "## Levi et al. 2021" in detail
+    # The stamp in a line: commit, CPU, numerics, seeds as counts; the wall time against the budget.
+    assert (
+        "`make reproduce-digits` at abcdef0 on Test CPU, numerics portable; 2 experiments with 8 and 12 seeds"
+        in detail
+    )
+    assert "abcdef0" not in text  # the commit is in the detail, never in the README (no history there)
     for key, wall_s, said in (
-        ("digits", 24 * 60, "; 16 runs and their reports in 24 min, 2 at a time on 2 cores (budget 30 min)"),
-        (
-            "mnist5k",
-            71 * 60,
-            "; 16 runs and their reports in 71 min, 2 at a time on 2 cores, over its 60-min "
-            "budget: the seeds are sized so that each claim's halves can replicate",
-        ),
+        ("digits", 24 * 60, ", 16 runs in 24 min on 2 cores, 2 runs at a time (budget 30 min)"),
+        ("mnist5k", 71 * 60, ", 16 runs in 71 min on 2 cores, 2 runs at a time, over its 60-min budget"),
     ):
         timed = {**stamp, "wall_s": wall_s, "cores": 2, "jobs": 2, "complete_runs": 16}
         (tmp_path / key).mkdir(exist_ok=True)
         claims.write_claims_csv([verdict], tmp_path / key / "claims.csv")
         (tmp_path / key / "stamp.json").write_text(json.dumps(timed))
-        assert said in tables.block(tmp_path), key
+        assert said in tables.detail(tmp_path), key
 
 
 def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> None:
@@ -172,23 +234,31 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
     ]
     with (folder / "comparisons.csv").open("w", newline="") as f:
         csv.writer(f).writerows([fields, *((*row, 4) for row in rows)])
-    text = tables.block(tmp_path)
+    rows = list(csv.DictReader((folder / "comparisons.csv").open()))
+    lines = tables.reference_lines(rows)
     assert (
-        "  - against the training-free kNN filter + triplet (digits, symmetric noise at 50%): better 1 "
+        "against the training-free kNN filter + triplet (digits, symmetric noise at 50%): better 1 "
         "(PRISM); worse 2 (BSPML, MCL); 1 inconclusive or missing; on each half of the seeds too: 2 "
-        "(BSPML, PRISM)" in text
+        "(BSPML, PRISM)" in lines
     )
-    assert (
+    assert any(
         "(mnist5k, small_cluster noise at 25%): better none; worse none; 1 inconclusive or missing; on each "
-        "half of the seeds too: none" in text
+        "half of the seeds too: none" in line
+        for line in lines
     )
+    text = tables.comparisons_text(folder / "comparisons.csv")
     assert "of 6 comparisons, 1 better, 1 worse, 2 unstable, 1 inconclusive, 1 missing" in text
     assert (
         "both halves would reach it with about 81% chance at a median of 10 seeds (at most: estimated for 2 "
         "of the 2" in text
     )
-    assert (
+    assert lines[0].endswith(
         "by noise model, on all the seeds: symmetric noise, methods better at 1 and worse at 2 of 4 "
         "method-settings, 2 of them on each half of the seeds too; small_cluster noise, methods better at 0 "
-        "and worse at 0 of 1 method-settings, 0 of them on each half of the seeds too" in text
+        "and worse at 0 of 1 method-settings, 0 of them on each half of the seeds too"
+    )
+    # The README counts them in a line: better and worse on both halves, unstable, inconclusive.
+    assert (
+        "6 comparisons, 1 better and 1 worse on both halves of the seeds, 2 unstable, 1 inconclusive"
+        in " ".join(tables.block(tmp_path).split())
     )

@@ -17,12 +17,21 @@ import matplotlib.image
 import numpy as np
 import pytest
 import yaml
+from hydra.errors import HydraException
 
 from noisydml import CONFIG_DIR
 from noisydml.report import claims
 from noisydml.report.calculator import theory_text
 from noisydml.report.cli import main, write_report
-from noisydml.report.collect import COMPLETE, FAILED, MISSING, collect, method_config, with_choices
+from noisydml.report.collect import (
+    COMPLETE,
+    FAILED,
+    MISSING,
+    collect,
+    expected_jobs,
+    method_config,
+    with_choices,
+)
 from noisydml.report.papers import le2019
 from noisydml.report.plots import metric_series, num_classes, ratio_series, theory_lines
 from noisydml.report.published import load_published
@@ -72,10 +81,14 @@ def write_run(
     return run_dir
 
 
+# The sweeper multirun.yaml names when Hydra ran its basic sweeper (a string: nothing imports it).
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
 def write_multirun(sweep: Path, task: list[str], base: dict) -> None:
     sweep.mkdir(parents=True, exist_ok=True)
     hydra = {
-        "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+        "sweeper": {"_target_": BASIC_SWEEPER, "params": None},
         "overrides": {"task": task},
         "runtime": {
             "choices": {
@@ -147,6 +160,26 @@ def test_collect_marks_complete_failed_and_missing_jobs(le_sweep: Path) -> None:
     assert statuses.count(COMPLETE) == 22 and statuses.count(FAILED) == 1 and statuses.count(MISSING) == 1
     (missing,) = [r for r in runs if r.status == MISSING]
     assert missing.overrides == {"miner": "fixed_semihard", "noise": "uniform", "noise.rate": 0.4, "seed": 2}
+
+
+def test_expected_jobs_expand_a_sweep_as_hydras_basic_sweeper_does() -> None:
+    multirun = {
+        "hydra": {
+            "sweeper": {"_target_": BASIC_SWEEPER, "params": {"seed": "range(0,2)", "miner": "a,b"}},
+            # The command line after the params: seed again keeps its place, takes these values.
+            "overrides": {"task": ["noise.rate=0,0.4", "+x=[1,2]", "seed=5,6"]},
+        }
+    }
+    assert expected_jobs(multirun) == [
+        {"seed": seed, "miner": miner, "noise.rate": rate, "+x": [1, 2]}
+        for seed in (5, 6)
+        for miner in ("a", "b")
+        for rate in (0, 0.4)
+    ]
+    multirun["hydra"]["overrides"]["task"] = ["noise.rate=interval(0,1)"]
+    with pytest.raises(HydraException, match="does not support sweep type"):
+        expected_jobs(multirun)
+    assert expected_jobs({"hydra": {"sweeper": {"_target_": "hydra_plugins.optuna.OptunaSweeper"}}}) is None
 
 
 def test_table_cells_are_mean_and_95_percent_interval_over_seeds(le_sweep: Path) -> None:

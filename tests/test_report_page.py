@@ -60,19 +60,34 @@ def test_the_page_reads_the_markdown_the_report_writes():
     page = to_html(text, lambda src: f"data:{src}")
     assert page.split("\n") == [
         "<h1>Report: r</h1>",
-        "<p>Cells: <code>a|b</code> and <strong>held</strong>, <em>n = 1</em> &lt; 2 &amp; so on over two "
-        "lines.</p>",
+        "<p>Cells: <code>a|b</code> and <strong>held</strong>, <em>n = 1</em> &lt; 2 &amp; so on",
+        "over two lines.</p>",
         '<div class="scroll"><table>',
-        "<thead><tr><th>method</th><th>p=0</th></tr></thead>",
+        "<thead>",
+        "<tr>",
+        "<th>method</th>",
+        "<th>p=0</th>",
+        "</tr>",
+        "</thead>",
         "<tbody>",
-        "<tr><td>A | B</td><td>1.00 (n=1)</td></tr>",
-        "</tbody></table></div>",
+        "<tr>",
+        "<td>A | B</td>",
+        "<td>1.00 (n=1)</td>",
+        "</tr>",
+        "</tbody>",
+        "</table></div>",
         "<ul>",
         "<li><code>one</code></li>",
         "<li>two</li>",
         "</ul>",
-        '<figure><img src="data:figures/x.png" alt="a caption [digits]"></figure>',
+        '<p><img src="data:figures/x.png" alt="a caption [digits]" /></p>',
+        "",
     ]
+    # Raw HTML shows as text; an image's path reaches ``image`` as written, not percent-encoded.
+    assert to_html("<b>x</b>", str) == "<p>&lt;b&gt;x&lt;/b&gt;</p>\n"
+    seen = []
+    to_html("![f](figures/a b@1.png)".replace(" ", "%20"), lambda src: seen.append(src) or src)
+    assert seen == ["figures/a b@1.png"]
 
 
 @pytest.mark.slow

@@ -17,8 +17,10 @@ from noisydml.report.statistics import (
     INCONCLUSIVE,
     RESAMPLES,
     at_most,
+    benjamini_hochberg,
     combine,
     equivalence,
+    holm,
     interval_kind,
     paired,
     seeds_for,
@@ -176,3 +178,77 @@ def test_bootstrap_matches_scipy_and_is_chosen_for_a_block():
     assert paired(a, b).interval == "t"
     with pytest.raises(ValueError, match="interval='jackknife' is not one of t, bootstrap"):
         paired(a, b, interval="jackknife")
+
+
+# The families and seed values below, with what the hand-written Holm, Benjamini-Hochberg and paired t
+# interval gave on them before statsmodels' multipletests and scipy's ttest_1samp replaced them.
+FAMILIES = [
+    ([0.01, 0.04, 0.03], [0.03, 0.06, 0.06], [0.03, 0.04, 0.04]),
+    (
+        [0.3, math.nan, 0.02, 0.002, 0.02, 0.7, 1.0, 0.049],
+        [1.0, math.nan, 0.14, 0.016, 0.14, 1.0, 1.0, 0.245],
+        [0.48, math.nan, 0.05333333333333334, 0.016, 0.05333333333333334, 0.9333333333333332, 1.0, 0.098],
+    ),
+    ([0.5, 0.9], [1.0, 1.0], [0.9, 0.9]),
+    (
+        [1e-9, 0.2, 0.2, 0.011, 0.0125, math.nan, 0.9999],
+        [7.000000000000001e-09, 0.8, 0.8, 0.066, 0.066, math.nan, 1.0],
+        [7.000000000000001e-09, 0.28, 0.28, 0.02916666666666667, 0.02916666666666667, math.nan, 1.0],
+    ),
+]
+# (a, b, confidence) -> effect, ci_low, ci_high, p_value, sd, p_against(0.01).
+PAIRED = [
+    (
+        {0: 0.80, 1: 0.74, 2: 0.70, 4: 0.91},
+        {0: 0.78, 1: 0.70, 2: 0.70, 4: 0.85},
+        0.95,
+        (
+            0.030000000000000027,
+            -0.011085205135210427,
+            0.07108520513521048,
+            0.10272807885839899,
+            0.025819888974716137,
+            0.2191020374170477,
+        ),
+    ),
+    (
+        {0: 93.1, 1: 94.7, 2: 92.2},
+        {0: 90.0, 1: 91.9, 2: 91.0},
+        0.975,
+        (
+            2.366666666666665,
+            -1.2927930707290334,
+            6.026126404062364,
+            0.05684788625992357,
+            1.0214368964029665,
+            0.05729059620496406,
+        ),
+    ),
+    (
+        {i: 0.5 + 0.001 * i * i for i in range(30)},
+        {i: 0.49 + 0.0013 * ((i * 11) % 7) for i in range(30)},
+        0.95,
+        (
+            0.29135333333333335,
+            0.19272339613862027,
+            0.38998327052804643,
+            1.421009911176992e-06,
+            0.26413582286304943,
+            2.5121491594451406e-06,
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("p_values", "by_holm", "by_bh"), FAMILIES)
+def test_the_adjustments_give_the_numbers_the_hand_written_ones_gave(p_values, by_holm, by_bh):
+    for got, expected in ((holm(p_values), by_holm), (benjamini_hochberg(p_values), by_bh)):
+        assert [math.isnan(x) for x in got] == [math.isnan(x) for x in expected]
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-15, nan_ok=True)
+
+
+@pytest.mark.parametrize(("a", "b", "confidence", "expected"), PAIRED)
+def test_the_t_interval_gives_the_numbers_the_hand_written_one_gave(a, b, confidence, expected):
+    result = paired(a, b, confidence)
+    got = (result.effect, result.ci_low, result.ci_high, result.p_value, result.sd, result.p_against(0.01))
+    assert got == pytest.approx(expected, rel=1e-12, abs=1e-15)

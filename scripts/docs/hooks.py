@@ -9,13 +9,11 @@ extension guide from ``ARCHITECTURE.md``.
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import re
 from pathlib import Path
 
 import yaml
-from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -36,6 +34,9 @@ RELATIVE_LINK = re.compile(r"\[([^\]]+)\]\((?!https?:|#|mailto:)([^)]+)\)")
 
 
 def on_files(files, config):
+    # Imported here, so that the page functions below run (and are tested) without MkDocs installed.
+    from mkdocs.structure.files import File
+
     pages = {
         "reference/configuration.md": configuration_page(),
         "performance.md": copied_page(ROOT / "scripts" / "bench" / "README.md"),
@@ -128,6 +129,18 @@ def _experiment_sections(folder: str) -> list[str]:
 
 def paper_page(key: str, title: str) -> str:
     out = [f"# {title}", ""]
+    claims = _readme_tables().paper_claims(key, RESULTS)
+    if claims:
+        out += [
+            "## Does it hold here?",
+            "",
+            "The paper's claims on the CPU-scale reproductions, from the committed `results/` (the "
+            "[Results](../results.md) page has every paper's and how a verdict is reached).",
+            "",
+            *_readme_tables().answer_rows(key, RESULTS),
+            "",
+            *claims,
+        ]
     protocol = CONF / "protocol" / f"{key}.yaml"
     if protocol.exists():
         out += ["## The protocol", "", f"`conf/protocol/{key}.yaml`, shared by the paper's experiments:", ""]
@@ -156,36 +169,72 @@ def copied_page(path: Path) -> str:
 
 
 def results_page() -> str:
+    """The committed results as a reader wants them: whether each claim holds, each reproduction in a line,
+    each claim's comparisons with the verdict first, and the comparisons of every method split by data set
+    and noise model. Drawn by scripts/readme_tables.py, which writes the README's answer from the same
+    files."""
+    tables = _readme_tables()
     out = [
         "# Results",
         "",
-        "The committed result files under `results/`, one folder per reproduction, each stamped with the "
-        "CPU, the library versions, the seeds and the commit that produced it (`stamp.json`).",
+        "What the committed reproductions under `results/` show; each paper's page has its claims the same "
+        "way.",
+        "",
+        "## Does each paper's claim hold?",
+        tables.block(RESULTS, link=lambda paper: f"papers/{paper.key}.md").rstrip(),
+        "",
+        "## The reproductions",
         "",
     ]
-    tables = (
-        sorted([*RESULTS.glob("*/claims.csv"), *RESULTS.glob("*/comparisons.csv")])
-        if RESULTS.is_dir()
-        else []
-    )
-    if not tables:
-        out.append("No reproduction has been committed at this version yet.")
-    for table in tables:
-        out += [f"## {table.parent.name}", ""]
-        stamp = table.parent / "stamp.json"
-        if stamp.exists():
-            out += ["```json", stamp.read_text().rstrip(), "```", ""]
-        with table.open(newline="") as f:
-            rows = list(csv.reader(f))
-        if table.name == "comparisons.csv":
-            named = [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
-            out += [f"- {line}" for line in _readme_tables().reference_lines(named)] + [""]
-        if rows:
-            out.append("| " + " | ".join(rows[0]) + " |")
-            out.append("|" + " --- |" * len(rows[0]))
-            out += ["| " + " | ".join(_escape(cell) for cell in row) + " |" for row in rows[1:]]
-        out.append("")
+    columns = [(RESULTS / key, title, command) for key, title, command in tables.REPRODUCTIONS]
+    columns.append((RESULTS / tables.COMPARISONS[0], "PRISM's noise protocols", tables.COMPARISONS[1]))
+    for folder, title, command in columns:
+        found = next(iter(sorted(folder.glob("*.csv"))), None) if folder.is_dir() else None
+        rows = tables.read_rows(found) if found is not None else None
+        out.append(f"- **{title}**: {tables.stamp_line(folder, rows, command)}")
+    out += ["", f"The claims' verdicts: {_escape(tables.RATES)}", ""]
+    for paper in tables.papers.papers():
+        if paper.claims:
+            out += [f"## {paper.title}", "", *tables.paper_claims(paper.key, RESULTS)]
+    out += comparisons_section(RESULTS / tables.COMPARISONS[0] / "comparisons.csv")
     return "\n".join(out) + "\n"
+
+
+def comparisons_section(path: Path) -> list[str]:
+    """PRISM's noise protocols: every method against its own paper's baseline and against the
+    training-free reference, a table per data set and noise model, the verdict first."""
+    tables = _readme_tables()
+    out = ["## PRISM's noise protocols, every method", ""]
+    rows = tables.read_rows(path)
+    if rows is None:
+        return [*out, tables.comparisons_text(path), ""]
+    out += [tables.comparisons_text(path), ""]
+    out += [f"- {line}" for line in tables.reference_lines(rows)] + [""]
+    settings: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        settings.setdefault((row["dataset"], row["noise"]), []).append(row)
+    for (dataset, noise), found in sorted(settings.items()):
+        out += [
+            f"### {dataset}, {noise} noise",
+            "",
+            "| verdict | method | against | noise rate | Recall@1: method / against (%) | "
+            "difference [95% interval] | halves |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in sorted(found, key=lambda r: (r["noise_rate"], r["method"], r["baseline"])):
+            means = f"{_percent(row['method_mean'])} / {_percent(row['baseline_mean'])}"
+            halves = f"{row['verdict_half_a']} / {row['verdict_half_b']}" if row.get("verdict_half_a") else ""
+            difference = tables.interval_cell(row) if row.get("effect") else ""
+            out.append(
+                f"| **{row['verdict']}** | {_escape(row['method'])} | {_escape(row['baseline'])} | "
+                f"{row['noise_rate']} | {means} | {difference} | {halves} |"
+            )
+        out.append("")
+    return out
+
+
+def _percent(value: str) -> str:
+    return f"{float(value) * 100:.2f}" if value else "-"
 
 
 def _readme_tables():

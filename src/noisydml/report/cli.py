@@ -32,6 +32,7 @@ from noisydml.report.detection import draw_detection
 from noisydml.report.page import write_page
 from noisydml.report.plots import draw_embeddings, draw_table, swept
 from noisydml.report.published import Published, load_published
+from noisydml.report.records import slug
 from noisydml.report.statistics import INTERVALS, T, interval_kind
 from noisydml.report.tables import (
     Table,
@@ -40,7 +41,6 @@ from noisydml.report.tables import (
     metric_tables,
     pivot,
     run_counts,
-    slug,
     write_cells_csv,
     write_runs_csv,
 )

@@ -26,11 +26,11 @@ from __future__ import annotations
 import copy
 import csv
 import functools
+import itertools
 import math
 import os
 import re
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ import yaml
 
 from noisydml import CONFIG_DIR
 from noisydml.report import papers
-from noisydml.report.papers import Diagnostic
+from noisydml.report.records import COMPLETE, FAILED, MISSING, Diagnostic, Run, lookup
 from noisydml.utils.resolvers import run_name
 from noisydml.utils.run_directory import FINISHED, LEGACY_FINISHED, RunDir
 
@@ -67,93 +67,6 @@ KNN_DIAGNOSTICS = (
     Diagnostic("train/knn_recall", detection=("recall", KNN_EMBEDDING)),
 )
 REFERENCE_METRICS = frozenset(d.metric for d in KNN_DIAGNOSTICS if d.detection[1] == KNN_START)
-COMPLETE, FAILED, MISSING = "complete", "failed", "missing"
-
-
-@dataclass
-class Run:
-    """One job of an experiment, whether it finished, failed or never started.
-
-    ``overrides`` maps each command-line key of the job (``noise.rate``, ``miner``, ``+x``) to its
-    parsed value. ``config`` is the resolved config of a complete run, the unresolved
-    ``.hydra/config.yaml`` of a failed one, and for a missing job the sweep's base config from
-    ``multirun.yaml`` (good for the name and the data set, not for the job's own choices). ``error``
-    says why a failed run did not finish, where its ``results.json`` says.
-    """
-
-    path: Path | None
-    status: str
-    overrides: dict[str, Any]
-    config: dict = field(default_factory=dict)
-    choices: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, float] = field(default_factory=dict)
-    sweep: Path | None = None
-    error: str = ""
-    # results.json's noise summary (num_classes trained on, realised rates) of a complete run.
-    noise: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def seed(self) -> Any:
-        return self.overrides.get("seed", self.config.get("seed"))
-
-    @property
-    def has_config(self) -> bool:
-        """Whether ``config`` is the job's own (complete or failed), not the sweep's base config."""
-        return self.status != MISSING
-
-    def value(self, key: str) -> Any:
-        """The value of a dotted config key for this job: its override, else its config, else None.
-
-        ``noise.rate`` of a clean run (``noise=none``) is 0, so clean runs sit at p = 0 on noise axes.
-        """
-        if key in self.overrides:
-            return self.overrides[key]
-        if self.has_config:
-            found = lookup(self.config, key)
-            if found is not None:
-                return found
-            if key == "noise.rate":
-                return noise_rate(self.config)
-        return None
-
-    def choice(self, group: str) -> Any:
-        """The option of a config group (``loss``, ``miner``, ``noise``): Hydra's record, else the
-        override."""
-        if group in self.choices:
-            return self.choices[group]
-        return self.overrides.get(group)
-
-    @property
-    def topline(self) -> bool:
-        """Le & Odobez's topline: no flipped labels, a (1 - p) fraction of the clean training set."""
-        if self.has_config:
-            target = str(lookup(self.config, "noise._target_") or "")
-            if target:
-                return target.endswith("ToplineNoise")
-        return self.choice("noise") == "topline"
-
-
-def lookup(config: dict, key: str) -> Any:
-    """``config["a"]["b"]`` for ``key="a.b"``, or None where a part is absent."""
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def noise_rate(config: dict) -> Any:
-    """The sample label-noise rate of a config: ``noise.rate``; the per-class vector of class-conditional
-    noise (a tuple); 0 for clean labels; None when unknown."""
-    noise = config.get("noise") or {}
-    if "rate" in noise:
-        return noise["rate"]
-    if "rates" in noise:
-        return tuple(noise["rates"])
-    if str(noise.get("_target_", "")).endswith("NoNoise"):
-        return 0.0
-    return None
 
 
 def canonical(value: Any) -> str:
@@ -192,22 +105,32 @@ def _parser() -> OverridesParser:
 
 
 def expected_jobs(multirun: dict) -> list[dict[str, Any]] | None:
-    """The jobs a sweep launches, each as its overrides, as Hydra's basic sweeper draws them; None when
-    the sweep used another sweeper (whose jobs cannot be known in advance)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    """The jobs a sweep launches, each as its overrides, as Hydra's basic sweeper draws them: the cartesian
+    product of each key's values, the first key varying slowest; None when the sweep used another sweeper
+    (whose jobs cannot be known in advance). Raises ``HydraException`` for a sweep the basic sweeper
+    refuses (an interval)."""
+    from hydra.errors import HydraException
 
     hydra_node = multirun.get("hydra") or {}
     sweeper = hydra_node.get("sweeper") or {}
     if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return None
     params = sweeper.get("params") or {}
-    # The same order as BasicSweeper.sweep: the config's params first, the command line after them.
+    # The same order as BasicSweeper.sweep: the config's params first, the command line after them; a key
+    # given twice keeps its first place and its last values.
     arguments = [f"{k}={v}" for k, v in params.items()] + list(
         (hydra_node.get("overrides") or {}).get("task") or []
     )
-    parsed = _parser().parse_overrides(arguments)
-    (batch,) = BasicSweeper.split_arguments(parsed, None)
-    return [parse_overrides(job) for job in batch]
+    values: dict[str, list[str]] = {}
+    for override in _parser().parse_overrides(arguments):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            values[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise HydraException(f"BasicSweeper does not support sweep type : {override.value_type.name}")
+    return [parse_overrides(list(job)) for job in itertools.product(*values.values())]
 
 
 def signature(overrides: dict[str, Any], drop: tuple[str, ...] = ()) -> frozenset[tuple[str, str]]:

@@ -39,6 +39,7 @@ from noisydml.report import papers
 from noisydml.report.collect import declared_baselines, method_config
 from noisydml.report.pairing import RECALL, by_seed, gap, interval_text, peer_key
 from noisydml.report.plots import save_figure
+from noisydml.report.records import slug
 from noisydml.report.statistics import (
     ALPHA,
     CONTRADICTED,
@@ -53,7 +54,7 @@ from noisydml.report.statistics import (
     seed_order,
     seeds_for,
 )
-from noisydml.report.tables import Group, Row, csv_number, format_number, md_cell, pivot, slug
+from noisydml.report.tables import Group, Row, csv_number, format_number, md_cell, pivot
 
 BETTER, WORSE, INCONCLUSIVE, UNSTABLE, MISSING = "better", "worse", "inconclusive", "unstable", "missing"
 UNDERPOWERED = "underpowered"

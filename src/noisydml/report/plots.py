@@ -38,7 +38,8 @@ from noisydml.report import papers
 from noisydml.report.calculator import DEFAULT_ETAS
 from noisydml.report.collect import COMPLETE, canonical
 from noisydml.report.papers import Axis
-from noisydml.report.tables import ROW_GROUPS, Row, Table, is_percent, slug, topline_ratio
+from noisydml.report.records import slug
+from noisydml.report.tables import ROW_GROUPS, Row, Table, is_percent, topline_ratio
 from noisydml.utils.run_directory import RunDir
 
 

@@ -27,6 +27,7 @@ from scipy import stats
 from noisydml.loggers.run_fields import published_label
 from noisydml.report.collect import COMPLETE, FAILED, MISSING, Run, canonical, lookup, signature
 from noisydml.report.published import Published, find_published
+from noisydml.report.records import Group
 
 # The axes the papers plot against, in the order preferred when a sweep varies more than one.
 COLUMN_KEYS = ("noise.rate", "loss.match_weight", "backbone.embedding_size", "loss.age_max", "loss.mu")
@@ -44,35 +45,6 @@ ROW_GROUPS = (
 )
 # Shown x 100 with two decimals, as the papers print them.
 PERCENT_PREFIXES = ("test/recall@", "test/nmi", "test/map", "test/ncm_accuracy", "test/knn_accuracy")
-
-
-@dataclass
-class Group:
-    """Runs of one experiment (``report.figure``, else ``name``) on one data set."""
-
-    figure: str
-    dataset: str
-    runs: list[Run]
-
-    @property
-    def paper(self) -> str:
-        """The paper key of ``report.figure = <paper>/<what>``."""
-        return self.figure.split("/")[0]
-
-    @property
-    def title(self) -> str:
-        return f"{self.figure} [{self.dataset}]"
-
-    @property
-    def experiment(self) -> str | None:
-        """The ``experiment=`` option every run of the group recorded (results.json's choices), or None:
-        a sweep of the command line's own choices is no paper's experiment, whatever it resembles."""
-        recorded = {str(r.choice("experiment")) if r.choice("experiment") else None for r in self.runs}
-        return recorded.pop() if len(recorded) == 1 else None
-
-    @property
-    def slug(self) -> str:
-        return slug(f"{self.figure}_{self.dataset}")
 
 
 @dataclass
@@ -156,10 +128,6 @@ class Table:
         return next(
             (r for r in self.rows if r.topline and not row.topline and r.partner_key == row.partner_key), None
         )
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.@+-]+", "_", text).strip("_")
 
 
 def metric_order(metric: str) -> tuple:

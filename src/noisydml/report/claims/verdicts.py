@@ -38,6 +38,7 @@ from typing import Any
 
 from noisydml.report import papers
 from noisydml.report.pairing import by_seed, difference, fmt, gap, interval_text, mean, p_text, pairs
+from noisydml.report.records import Claim, Comparison, Outcome
 from noisydml.report.statistics import (
     ALPHA,
     CONTRADICTED,
@@ -62,69 +63,6 @@ UNDERPOWERED = "underpowered"
 STAND_IN = "not evaluated (stand-in)"
 EXTENSION_ONLY = "not evaluated (extension)"
 STATUSES = (HELD, CONTRADICTED, INCONCLUSIVE, UNSTABLE, UNDERPOWERED, NOT_EVALUATED, STAND_IN, EXTENSION_ONLY)
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A claim: our reading of it (``text``), the rule that checks it, what runs it needs, and the
-    paper's own sentence (``quote``, exact; excerpts of one passage joined by `` [...] ``). ``extension``
-    says of a comparison in a group why it lies beyond what the paper states (another data set, another
-    backbone, a rate where the paper's own table has the claim fail), or ``""`` when the paper states it
-    there."""
-
-    id: str
-    paper: str
-    text: str
-    rule: str
-    needs: str
-    check: Callable[[Group], Outcome | None]
-    quote: str = ""
-    extension: Callable[[Group, Comparison], str] | None = None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One paired comparison a claim makes: ``a - b`` by seed, ``a`` the side the paper says is larger
-    (for a claim of equality, the verdict is ``equivalence``'s)."""
-
-    what: str
-    metric: str
-    result: Paired
-    verdict: str
-    text: str
-    # The two halves of the seeds, each judged alone (``statistics.halves``): (result, verdict) each.
-    halves: tuple[tuple[Paired, str], tuple[Paired, str]] | None = None
-    # The value the comparison's interval must clear to contradict the claim: 0, or a margin.
-    against: float = 0.0
-    # The column the comparison was made at (a noise rate, a lambda), for ``Claim.extension``.
-    column: Any = None
-    # What the side it is compared with stands in for (``BLMNN``): such a comparison decides nothing.
-    stand_in: str = ""
-
-    def p_contradicts(self, half: int | None = None) -> float:
-        """The two-sided p of the test that can contradict the claim, on all seeds or on one half."""
-        result = self.result if half is None or self.halves is None else self.halves[half][0]
-        if self.against == 0:
-            return result.p_value
-        return result.p_against(self.against)
-
-    def raw(self, half: int | None = None) -> str:
-        """The verdict of the 95% interval alone, on all seeds or on one half."""
-        if half is None:
-            return self.verdict
-        return self.halves[half][1] if self.halves is not None else INCONCLUSIVE
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a claim's check found: ``status`` is for a claim with no comparison (why it was not
-    evaluated); ``rule`` makes the claim's verdict from its comparisons' verdicts (``combine`` unless the
-    check knows better, e.g. a claim that cannot hold without a run it lacks)."""
-
-    status: str
-    detail: str
-    comparisons: tuple[Comparison, ...] = ()
-    rule: Callable[[list[str]], str] = combine
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ through the functions below, so a new paper is a new module here (and its CSV), 
 edited. Papers are listed in ``order`` (then by key): the order of the claims in claims.md, of the
 published rows a cell is matched against, and of the citations of one figure.
 
-This module imports nothing of the report at import time: :mod:`noisydml.report.collect` reads the
-papers' diagnostics, and the papers' modules import the report's tables, which import ``collect``.
+The records (:class:`Paper`, :class:`Cite`, :class:`Axis`, :class:`Diagnostic`, and the claims'
+:class:`~noisydml.report.records.Claim`) live in :mod:`noisydml.report.records`, which imports nothing of the
+report: this module imports only them, so :mod:`noisydml.report.collect`, the published numbers and the
+verdicts can ask it for the papers while the papers' modules import those in turn.
 """
 
 from __future__ import annotations
@@ -17,68 +19,24 @@ import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from noisydml.report.claims import Claim
+from noisydml.report.records import Axis, Cite, Claim, Diagnostic, Paper
 
-
-@dataclass(frozen=True)
-class Cite:
-    """A published figure or table that our plot of ``metric`` against ``key`` reproduces; ``ratio``:
-    the plot of its noisy/topline ratio (noise-rate plots only)."""
-
-    key: str
-    metric: str
-    source: str
-    ratio: bool = False
-
-
-@dataclass(frozen=True)
-class Axis:
-    """How to plot a swept key: its x label, the metrics drawn against it (those the runs logged), and
-    whether its x axis is log2."""
-
-    xlabel: str
-    metrics: tuple[str, ...]
-    log2x: bool = False
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """A value a paper's method logs once per epoch during training (the report reads the last one).
-    ``name`` labels a figure's axis; ``detection`` is ``(panel, score)`` when the value measures how well
-    the method finds the flipped labels (``auc``, ``precision`` or ``recall``, and what it scores)."""
-
-    metric: str
-    name: str | None = None
-    detection: tuple[str, str] | None = None
-
-
-@dataclass(frozen=True)
-class Paper:
-    """One paper, keyed as the first part of ``report.figure`` (``<key>/<what>``) in its experiments.
-
-    ``compares``: the key names the project's comparison of the papers' methods under protocols none of
-    them ran, so no paper's claim is checked on its runs (each method meets its own baseline instead).
-    ``published``: the CSV of its printed numbers (see :mod:`noisydml.report.published`), if it prints
-    any. ``noise_bound``: its experiments' noise-rate figures draw Le & Odobez's bound on the noise rate
-    the triplet loss tolerates (Eq. 24), which a figure of any other sweep draws only when asked
-    (``noisydml-report --eta``).
-    """
-
-    key: str
-    title: str
-    order: int = 100
-    claims: tuple[Claim, ...] = ()
-    cites: tuple[Cite, ...] = ()
-    axes: dict[str, Axis] = field(default_factory=dict)
-    diagnostics: tuple[Diagnostic, ...] = ()
-    published: Path | None = None
-    compares: bool = False
-    noise_bound: bool = False
+__all__ = [
+    "Axis",
+    "Cite",
+    "Diagnostic",
+    "Paper",
+    "axis",
+    "cites",
+    "claims",
+    "diagnostics",
+    "paper",
+    "papers",
+    "published_files",
+    "unclaimed",
+]
 
 
 def papers() -> list[Paper]:
