@@ -173,6 +173,8 @@ def test_table2_dist_margin_row_is_filed_as_cited():
     ms = next(
         r
         for r in rows
-        if r.method == "Multi-similarity" and r.dataset == "cars196" and r.metric == "test/recall@1"
+        if r.method == "Multi-similarity"
+        and r.dataset == "cars196"
+        and r.metric == "test_best_epoch/recall@1"
     )
     assert ms.std == pytest.approx(0.0024)
