@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from noisydml import CONFIG_DIR
-from noisydml.report.collect import collect, noise_rate
+from noisydml.report.collect import collect, lookup, noise_rate
 from noisydml.report.published import Published, find_published, load_published, not_reproduced
 from noisydml.report.tables import group_runs, metric_tables, pivot, write_cells_csv
 
@@ -52,11 +52,35 @@ def logged_metrics(cfg: DictConfig) -> set[str]:
     return {f"{stage}/{name}" for stage in stages for name in names}
 
 
+@dataclass(frozen=True)
+class Job:
+    """The jobs of one method on one data set in an experiment's sweep: what the report matches a
+    published row on (``config``: the composed config as plain values; ``swept``: the values each other
+    swept key takes)."""
+
+    experiment: str
+    figure: str
+    dataset: str
+    method: str
+    metrics: frozenset[str]
+    config: dict
+    swept: dict[str, list[Any]]
+
+    def values(self, key: str) -> list[Any]:
+        if key in self.swept:
+            return self.swept[key]
+        if key == "noise.rate" and "noise.rates" in self.swept:
+            # Class-conditional noise (BDML Table 3): a run's noise.rate is its per-class vector.
+            return [tuple(v) for v in self.swept["noise.rates"]]
+        value = lookup(self.config, key)
+        return [noise_rate(self.config) if value is None and key == "noise.rate" else value]
+
+
 @cache
-def jobs(experiment: str) -> tuple[tuple[DictConfig, dict[str, list[Any]]], ...]:
-    """``(config, swept values of its keys)`` for each method and data set the experiment's sweep runs:
-    composed once, the method's label read from its file (a method sets no metric or data key), the data
-    set's name from its option."""
+def jobs(experiment: str) -> tuple[Job, ...]:
+    """A :class:`Job` for each method and data set the experiment's sweep runs: composed once, the
+    method's label read from its file (a method sets no metric or data key), the data set's name from its
+    option."""
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("config", [f"experiment={experiment}"], return_hydra_config=True)
@@ -74,10 +98,10 @@ def jobs(experiment: str) -> tuple[tuple[DictConfig, dict[str, list[Any]]], ...]
         report.get("dataset") or cfg.dataset.get("name")
     ]
     rest = {k: v for k, v in swept.items() if k not in ("method", "dataset", "seed")}
+    metrics = frozenset(logged_metrics(cfg))
+    plain = OmegaConf.to_container(cfg, resolve=False)
     return tuple(
-        (cfg, {**rest, "_figure": [figure], "_method": [m], "_dataset": [d]})
-        for m in methods
-        for d in datasets
+        Job(experiment, figure, str(d), str(m), metrics, plain, rest) for m in methods for d in datasets
     )
 
 
@@ -89,46 +113,34 @@ def _label(method: str) -> str:
     return str(label) if label else next((_label(p) for p in parents), "")
 
 
-def _values(cfg: DictConfig, rest: dict[str, list[Any]], key: str) -> list[Any]:
-    if key in rest:
-        return rest[key]
-    if key == "noise.rate" and "noise.rates" in rest:
-        # Class-conditional noise (BDML Table 3): a run's noise.rate is its per-class vector.
-        return [tuple(v) for v in rest["noise.rates"]]
-    value = OmegaConf.select(cfg, key, default=None)
-    if value is None and key == "noise.rate":
-        value = noise_rate(OmegaConf.to_container(cfg, resolve=False))
-    return [OmegaConf.to_container(value) if OmegaConf.is_config(value) else value]
-
-
-def runs_of(paper: str) -> Iterator[tuple[str, DictConfig, dict[str, list[Any]]]]:
+def jobs_of(paper: str) -> list[Job]:
     """The jobs of the paper's own experiments (conf/experiment/<paper>/; the CPU analogues run data sets
     no paper prints)."""
-    for experiment in (e for e in EXPERIMENTS if e.startswith(f"{paper}/")):
-        for cfg, rest in jobs(experiment):
-            if rest["_figure"][0].split("/")[0] == paper:
-                yield experiment, cfg, rest
+    return [
+        job
+        for experiment in EXPERIMENTS
+        if experiment.startswith(f"{paper}/")
+        for job in jobs(experiment)
+        if job.figure.split("/")[0] == paper
+    ]
 
 
-def matches(row: Published, cfg: DictConfig, rest: dict[str, list[Any]]) -> bool:
-    """Whether some job of the sweep (``cfg`` with any of ``rest``'s values) is the row's cell."""
-    dataset, method = rest["_dataset"][0], rest["_method"][0]
-    if row.metric not in logged_metrics(cfg):
+def matches(row: Published, job: Job) -> bool:
+    """Whether some job of the sweep (any of its swept values) is the row's cell."""
+    if row.metric not in job.metrics:
         return False
     keys = ["noise.rate"] + [c.partition("=")[0].strip() for c in row.param.split(";") if c.strip()]
-    for values in itertools.product(*(_values(cfg, rest, k) for k in keys)):
+    for values in itertools.product(*(job.values(k) for k in keys)):
         value_of = dict(zip(keys, values, strict=True)).get
-        if (
-            find_published(
-                [row],
-                paper=row.paper,
-                dataset=str(dataset),
-                method=str(method),
-                metric=row.metric,
-                value_of=value_of,
-            )
-            is row
-        ):
+        found = find_published(
+            [row],
+            paper=row.paper,
+            dataset=job.dataset,
+            method=job.method,
+            metric=row.metric,
+            value_of=value_of,
+        )
+        if found is row:
             return True
     return False
 
@@ -139,11 +151,11 @@ PUBLISHED = load_published()
 @pytest.mark.parametrize("paper", sorted({row.paper for row in PUBLISHED}))
 def test_every_published_row_is_matched_by_an_experiment_or_says_why_not(paper: str) -> None:
     rows = [row for row in PUBLISHED if row.paper == paper]
-    jobs_ = list(runs_of(paper))
+    jobs_ = jobs_of(paper)
     unmatched = []
     for row in rows:
         why = not_reproduced(row)
-        found = [e for e, cfg, rest in jobs_ if matches(row, cfg, rest)]
+        found = sorted({job.experiment for job in jobs_ if matches(row, job)})
         if why:
             assert not found, f"{row} is listed as not reproduced ({why}) but {found} run it"
         elif not found:
