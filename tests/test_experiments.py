@@ -97,6 +97,8 @@ WHOLE_TRAINING_SPLIT = {
     "yu2018/table1_cub": [],
     "le2019/fig2_cub": [],
     "levi2021/table2_cub": ["test_epoch"],
+    "zhang2023/table1_cub": [],
+    "zhang2023/table2_cub": [],
 }
 
 
@@ -114,6 +116,18 @@ def test_paper_experiments_train_on_the_whole_training_split(compose_config, tmp
     assert sorted(datamodule.noisy.indices) == list(range(len(datamodule.splits.train)))
     assert np.unique(datamodule.noisy.true).tolist() == list(range(1, 21))
     assert datamodule.validation_stages == WHOLE_TRAINING_SPLIT[experiment]
+
+
+# Zhang et al. and BDML tune on a hold-out ("10% of training data as a hold-out set for validation", BDML
+# Sec. 4); their tables' runs train on the whole training split and test the last epoch.
+TUNED_TABLES = [e for e in EXPERIMENTS if e.startswith(("zhang2023/table", "bdml/table"))]
+
+
+@pytest.mark.parametrize("experiment", TUNED_TABLES)
+def test_tuned_tables_hold_out_in_the_trials_only(compose_config, experiment):
+    cfg = compose_config(f"experiment={experiment}", tiny=False)
+    assert cfg.data.val_fraction == 0
+    assert cfg.tune.trials > 0 and cfg.tune.at["data.val_fraction"] == 0.1
 
 
 NOISE_MODELS = ("symmetric", "small_cluster")
