@@ -11,8 +11,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from scipy import stats
 
+from noisydml import CONFIG_DIR
 from noisydml.report import claims, papers
 from noisydml.report.claims.verdicts import compare, judge, outcome
 from noisydml.report.statistics import benjamini_hochberg, halves, holm, paired, seed_order, seeds_for
@@ -175,3 +177,29 @@ def test_every_claim_quotes_its_paper_exactly() -> None:
         assert c.quote, c.id
         for part in c.quote.split(" [...] "):
             assert re.sub(r"\s+", " ", part) in text, (c.id, part)
+
+
+def _figures() -> set[str]:
+    """Every experiment's ``report.figure``: its own, or its name where the protocol interpolates it."""
+    found = set()
+    for path in (CONFIG_DIR / "experiment").rglob("*.yaml"):
+        figure = (yaml.safe_load(path.read_text()).get("report") or {}).get("figure")
+        name = str(path.relative_to(CONFIG_DIR / "experiment").with_suffix(""))
+        found.add(figure if figure and "${" not in figure else name)
+    return found
+
+
+def test_each_claim_is_judged_on_the_experiments_its_passage_is_about(tmp_path: Path) -> None:
+    # Every experiment a claim names exists.
+    figures = _figures()
+    assert all(figure in figures for claim in papers.claims() for figure in claim.about)
+    # Levi et al.'s Sec. 5.2.3 sentence is about the semi-hard Tables 2-3, not the even/odd analogue;
+    # Table 1's sentence is about it. Yu et al.'s retrieval sentence is about Table 1, not digits.
+    by_id = {claim.id: claim for claim in papers.claims()}
+    digits = Group("levi2021/digits", "digits_even_odd", [])
+    assert not by_id["levi2021-eps"].judges(digits) and by_id["levi2021-even-odd"].judges(digits)
+    assert by_id["levi2021-eps"].judges(Group("levi2021/table2_cub", "cub", []))
+    yu_digits = Group("yu2018/digits", "digits", [])
+    assert not by_id["yu2018-lambda"].judges(yu_digits) and by_id["yu2018-trade-off"].judges(yu_digits)
+    # A sweep of no paper's experiment is judged by every claim.
+    assert all(claim.judges(Group("my_sweep", "digits", [])) for claim in papers.claims())

@@ -33,7 +33,7 @@ def test_readme_claims_table_is_what_the_committed_results_give() -> None:
 def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verdicts(tmp_path: Path) -> None:
     tables = script("readme_tables")
     assert tables.NOT_YET in tables.block(tmp_path)
-    # A committed digits result: levi2021-eps held on 8 seeds, each half too.
+    # A committed digits result: levi2021-even-odd held on 8 seeds, each half too.
     seeds = [str(s) for s in range(8)]
     gains = [0.10, 0.12, 0.11, 0.09, 0.10, 0.12, 0.11, 0.10]
     found = compare(
@@ -43,7 +43,7 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
         dict.fromkeys(seeds, 0.0),
         ("EPS", "Triplet"),
     )
-    claim = next(c for c in papers.claims() if c.id == "levi2021-eps")
+    claim = next(c for c in papers.claims() if c.id == "levi2021-even-odd")
     verdict = judge(claim, Group("levi2021/digits", "digits", []), outcome([found], []))
     assert verdict.status == claims.HELD
     folder = tmp_path / "digits"
@@ -59,7 +59,7 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
     }
     (folder / "stamp.json").write_text(json.dumps(stamp))
     text = tables.block(tmp_path)
-    row = next(line for line in text.splitlines() if line.startswith("| `levi2021-eps`"))
+    row = next(line for line in text.splitlines() if line.startswith("| `levi2021-even-odd`"))
     assert (
         "levi2021/digits [digits]: **held**, noise.rate=0 +10.62 [+9.74, +11.51]; halves held / held" in row
     )

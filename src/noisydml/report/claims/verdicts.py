@@ -66,7 +66,9 @@ class Claim:
     paper's own sentence (``quote``, exact; excerpts of one passage joined by `` [...] ``). ``extension``
     says of a comparison in a group why it lies beyond what the paper states (another data set, another
     backbone, a rate where the paper's own table has the claim fail), or ``""`` when the paper states it
-    there."""
+    there. ``about``: the experiments (``report.figure``) the quoted passage is about, where the claim is
+    judged; empty, every experiment that runs its methods. A sweep of no paper's experiment (a user's own)
+    is judged by every claim."""
 
     id: str
     paper: str
@@ -76,6 +78,13 @@ class Claim:
     check: Callable[[Group], Outcome | None]
     quote: str = ""
     extension: Callable[[Group, Comparison], str] | None = None
+    about: tuple[str, ...] = ()
+
+    def judges(self, group: Group) -> bool:
+        """Whether the claim is judged on ``group``: an experiment its passage is about, or no paper's."""
+        if not self.about or group.figure in self.about:
+            return True
+        return papers.paper(group.paper) is None
 
 
 @dataclass(frozen=True)
@@ -218,7 +227,7 @@ def _evaluate(groups: list[Group], claims: Iterable[Claim]) -> list[Verdict]:
     verdicts = []
     for claim in claims:
         found = False
-        for group in groups:
+        for group in (g for g in groups if claim.judges(g)):
             outcome = claim.check(group)
             if outcome is not None:
                 found = True
