@@ -147,12 +147,24 @@ def test_an_extension_is_judged_apart_from_the_papers_claim() -> None:
     v = verdict(*found, dataset="mnist5k", of=every_rate)
     assert v.status == claims.HELD and v.extension == claims.CONTRADICTED
     assert [a.extension != "" for a in v.assessed] == [False, True, False]
-    assert [a.family for a in v.assessed] == [2, 1, 2]
+    # One Holm family: the claim's comparisons in this experiment, the paper's and the extension together.
+    assert [a.family for a in v.assessed] == [3, 3, 3]
     # On CIFAR-10 the paper states it at 10% too: the same numbers contradict it.
     assert verdict(*found, dataset="cifar10", of=every_rate).status == claims.CONTRADICTED
     # Extensions only: the paper's verdict is not drawn.
     only = verdict(diff(BELOW, 0.1), dataset="mnist5k", of=every_rate)
     assert only.status == claims.EXTENSION_ONLY and only.extension == claims.CONTRADICTED
+
+
+def test_extensions_at_two_rates_are_adjusted_as_one_family_with_the_claim() -> None:
+    # BDML on MNIST-5k: the 10% and 20% comparisons are extensions with reasons that name their rate. Each
+    # alone (p = 0.033) would contradict; Holm over the claim's four comparisons in the experiment does not.
+    every_rate = next(c for c in papers.claims() if c.id == "bdml-every-rate")
+    found = (diff(HELD_FLAT, 0), diff(WEAKLY_BELOW, 0.1), diff(WEAKLY_BELOW, 0.2), diff(HELD_FLAT, 0.3))
+    v = verdict(*found, dataset="mnist5k", of=every_rate)
+    assert len({a.extension for a in v.assessed if a.extension}) == 2
+    assert [a.family for a in v.assessed] == [4, 4, 4, 4]
+    assert v.extension == claims.INCONCLUSIVE and v.status == claims.HELD
 
 
 def test_claims_csv_has_raw_and_adjusted_p_and_both_halves(tmp_path: Path) -> None:
