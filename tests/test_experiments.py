@@ -130,6 +130,25 @@ def test_tuned_tables_hold_out_in_the_trials_only(compose_config, experiment):
     assert cfg.tune.trials > 0 and cfg.tune.at["data.val_fraction"] == 0.1
 
 
+# The CPU analogues that select nothing train on every training image, as their papers; Yu et al.'s keep a
+# hold-out, which chooses lambda. Zhang et al.'s GoogLeNet keeps BatchNorm frozen, as the benchmark it ran.
+WHOLE_ANALOGUES = [
+    f"{scale}/{name}" for scale in ("digits", "mnist5k") for name in ("le2019_noise", "levi2021_even_odd")
+]
+
+
+@pytest.mark.parametrize("experiment", [*WHOLE_ANALOGUES, "mnist5k/le2019_noise_disjoint"])
+def test_analogues_that_select_nothing_hold_nothing_out(compose_config, experiment):
+    assert compose_config(f"experiment={experiment}", tiny=False).data.val_fraction == 0
+
+
+def test_yu_analogues_hold_out_to_choose_lambda_and_zhang_freezes_batchnorm(compose_config):
+    for scale in ("digits", "mnist5k"):
+        cfg = compose_config(f"experiment={scale}/yu2018_lambda", tiny=False)
+        assert cfg.data.val_fraction == 0.1 and cfg.optimized_metric == "val/ncm_accuracy"
+    assert compose_config("experiment=zhang2023/table1_inshop", tiny=False).backbone.freeze_bn
+
+
 NOISE_MODELS = ("symmetric", "small_cluster")
 # Methods a noisy_dml sweep may leave out: the same methods batched for other data sets (MS-Celeb, CIFAR-10).
 OTHER_BATCHING = {"bdml/bdml_msceleb", "bdml/dml_cifar10"}

@@ -923,7 +923,11 @@ def test_deep_metrics_beat_the_linear_one_under_noise(tmp_path: Path, deep: tupl
     assert [a.verdict for a in verdict.assessed] == [claims.STAND_IN] * 2
     assert all(c.verdict == status for c in verdict.comparisons)
     assert sorted(c.text.split(": ")[1].split(" ")[0] for c in verdict.comparisons) == ["BDML", "DML"]
-    assert all(c.what == "noise.rate=0.3" for c in verdict.comparisons)
+    # The comparison names both methods, not only the column (claims.csv's `comparison`).
+    assert sorted(c.what for c in verdict.comparisons) == [
+        "BDML vs Bayes-linear, noise.rate=0.3",
+        "DML vs Bayes-linear, noise.rate=0.3",
+    ]
 
 
 # Two of Table 3's class-conditional vectors (one rate per class).

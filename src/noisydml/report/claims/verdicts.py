@@ -396,7 +396,10 @@ def compare_columns(
             if not set(va) & set(vb):
                 gaps.append(f"{a.label} and {b.label} at {where}: no seed in common")
                 continue
-            found = compare(where, metric, va, vb, (a.label, b.label), column=column)
+            # Named for both methods: a claim compares one method with several baselines.
+            found = compare(
+                f"{a.label} vs {b.label}, {where}", metric, va, vb, (a.label, b.label), column=column
+            )
             done.append(replace(found, stand_in=stand_in(b)) if stand_in is not None else found)
     return done, gaps
 
