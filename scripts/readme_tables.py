@@ -148,7 +148,7 @@ def _answer(
                 f"| **{_md(paper.title)}** ([detail]({link(paper)})) | " + " | ".join(counted) + " |"
             )
         for claim in paper.claims:
-            cells = [word(_rows_of(rows, claim.id)) if rows is not None else NOT_RUN for *_, rows in columns]
+            cells = [word(_rows_of(rows, claim)) if rows is not None else NOT_RUN for *_, rows in columns]
             lines.append(f"| {_md(_claim_text(columns, claim))} | " + " | ".join(cells) + " |")
     return lines
 
@@ -159,14 +159,22 @@ def answer_rows(key: str, results: Path = RESULTS) -> list[str]:
     return _answer([paper], _columns(results), counts=False) if paper is not None and paper.claims else []
 
 
-def _rows_of(rows: list[dict] | None, claim: str) -> list[dict]:
-    return [r for r in rows or () if r["claim"] == claim]
+def _rows_of(rows: list[dict] | None, claim) -> list[dict]:
+    """The claim's rows, of the experiments its passage is about (``Claim.about``): a committed verdict on
+    another experiment, judged before the claim was scoped to its passage, is not the claim's."""
+    about = set(claim.about)
+    return [
+        r
+        for r in rows or ()
+        if r["claim"] == claim.id
+        and (not about or not r["experiment"] or r["experiment"].split(" [")[0] in about)
+    ]
 
 
 def _claim_text(columns: list, claim) -> str:
     """The claim's one-line reading as the committed files have it (the code's, where none does)."""
     for *_, rows in columns:
-        for row in _rows_of(rows, claim.id):
+        for row in _rows_of(rows, claim):
             if row.get("claim_text"):
                 return row["claim_text"]
     return claim.text
@@ -175,7 +183,7 @@ def _claim_text(columns: list, claim) -> str:
 def _counts(rows: list[dict] | None, claims) -> str:
     if rows is None:
         return NOT_YET
-    counted = Counter(word(_rows_of(rows, claim.id)) for claim in claims)
+    counted = Counter(word(_rows_of(rows, claim)) for claim in claims)
     return ", ".join(f"{counted[w]} {w}" for w in WORDS if counted[w])
 
 
@@ -241,7 +249,7 @@ def paper_claims(key: str, results: Path = RESULTS) -> list[str]:
             if rows is None:
                 lines.append(f"| {NOT_YET} | {title} | | | |")
                 continue
-            mine = _rows_of(rows, claim.id)
+            mine = _rows_of(rows, claim)
             # An experiment that runs none of the claim's methods (bdml/digits under Le & Odobez's) says
             # nothing of it; it is listed only when no experiment does.
             experiments = _by_experiment(mine)

@@ -11,10 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from scipy import stats
 
+from noisydml import CONFIG_DIR
 from noisydml.report import claims, papers
-from noisydml.report.claims.verdicts import compare, judge, outcome
+from noisydml.report.claims.verdicts import compare, judge, judged_on, outcome
 from noisydml.report.statistics import benjamini_hochberg, halves, holm, paired, seed_order, seeds_for
 from noisydml.report.tables import Group
 
@@ -182,12 +184,24 @@ def test_an_extension_is_judged_apart_from_the_papers_claim() -> None:
     v = verdict(*found, dataset="mnist5k", of=every_rate)
     assert v.status == claims.HELD and v.extension == claims.CONTRADICTED
     assert [a.extension != "" for a in v.assessed] == [False, True, False]
-    assert [a.family for a in v.assessed] == [2, 1, 2]
+    # One Holm family: the claim's comparisons in this experiment, the paper's and the extension together.
+    assert [a.family for a in v.assessed] == [3, 3, 3]
     # On CIFAR-10 the paper states it at 10% too: the same numbers contradict it.
     assert verdict(*found, dataset="cifar10", of=every_rate).status == claims.CONTRADICTED
     # Extensions only: the paper's verdict is not drawn.
     only = verdict(diff(BELOW, 0.1), dataset="mnist5k", of=every_rate)
     assert only.status == claims.EXTENSION_ONLY and only.extension == claims.CONTRADICTED
+
+
+def test_extensions_at_two_rates_are_adjusted_as_one_family_with_the_claim() -> None:
+    # BDML on MNIST-5k: the 10% and 20% comparisons are extensions with reasons that name their rate. Each
+    # alone (p = 0.033) would contradict; Holm over the claim's four comparisons in the experiment does not.
+    every_rate = next(c for c in papers.claims() if c.id == "bdml-every-rate")
+    found = (diff(HELD_FLAT, 0), diff(WEAKLY_BELOW, 0.1), diff(WEAKLY_BELOW, 0.2), diff(HELD_FLAT, 0.3))
+    v = verdict(*found, dataset="mnist5k", of=every_rate)
+    assert len({a.extension for a in v.assessed if a.extension}) == 2
+    assert [a.family for a in v.assessed] == [4, 4, 4, 4]
+    assert v.extension == claims.INCONCLUSIVE and v.status == claims.HELD
 
 
 def test_claims_csv_has_raw_and_adjusted_p_and_both_halves(tmp_path: Path) -> None:
@@ -212,3 +226,31 @@ def test_every_claim_quotes_its_paper_exactly() -> None:
         assert c.quote, c.id
         for part in c.quote.split(" [...] "):
             assert re.sub(r"\s+", " ", part) in text, (c.id, part)
+
+
+def _figures() -> set[str]:
+    """Every experiment's ``report.figure``: its own, or its name where the protocol interpolates it."""
+    found = set()
+    for path in (CONFIG_DIR / "experiment").rglob("*.yaml"):
+        figure = (yaml.safe_load(path.read_text()).get("report") or {}).get("figure")
+        name = str(path.relative_to(CONFIG_DIR / "experiment").with_suffix(""))
+        found.add(figure if figure and "${" not in figure else name)
+    return found
+
+
+def test_each_claim_is_judged_on_the_experiments_its_passage_is_about(tmp_path: Path) -> None:
+    # Every experiment a claim names exists.
+    figures = _figures()
+    assert all(figure in figures for claim in papers.claims() for figure in claim.about)
+    # Levi et al.'s Sec. 5.2.3 sentence is about the semi-hard Tables 2-3, not the even/odd analogue;
+    # Table 1's sentence is about it. Yu et al.'s retrieval sentence is about Table 1, not digits.
+    by_id = {claim.id: claim for claim in papers.claims()}
+    digits = Group("levi2021/digits", "digits_even_odd", [])
+    assert not judged_on(by_id["levi2021-eps"], digits) and judged_on(by_id["levi2021-even-odd"], digits)
+    assert judged_on(by_id["levi2021-eps"], Group("levi2021/table2_cub", "cub", []))
+    yu_digits = Group("yu2018/digits", "digits", [])
+    assert not judged_on(by_id["yu2018-lambda"], yu_digits) and judged_on(
+        by_id["yu2018-trade-off"], yu_digits
+    )
+    # A sweep of no paper's experiment is judged by every claim.
+    assert all(judged_on(claim, Group("my_sweep", "digits", [])) for claim in papers.claims())

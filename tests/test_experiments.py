@@ -97,6 +97,8 @@ WHOLE_TRAINING_SPLIT = {
     "yu2018/table1_cub": [],
     "le2019/fig2_cub": [],
     "levi2021/table2_cub": ["test_epoch"],
+    "zhang2023/table1_cub": [],
+    "zhang2023/table2_cub": [],
 }
 
 
@@ -114,6 +116,37 @@ def test_paper_experiments_train_on_the_whole_training_split(compose_config, tmp
     assert sorted(datamodule.noisy.indices) == list(range(len(datamodule.splits.train)))
     assert np.unique(datamodule.noisy.true).tolist() == list(range(1, 21))
     assert datamodule.validation_stages == WHOLE_TRAINING_SPLIT[experiment]
+
+
+# Zhang et al. and BDML tune on a hold-out ("10% of training data as a hold-out set for validation", BDML
+# Sec. 4); their tables' runs train on the whole training split and test the last epoch.
+TUNED_TABLES = [e for e in EXPERIMENTS if e.startswith(("zhang2023/table", "bdml/table"))]
+
+
+@pytest.mark.parametrize("experiment", TUNED_TABLES)
+def test_tuned_tables_hold_out_in_the_trials_only(compose_config, experiment):
+    cfg = compose_config(f"experiment={experiment}", tiny=False)
+    assert cfg.data.val_fraction == 0
+    assert cfg.tune.trials > 0 and cfg.tune.at["data.val_fraction"] == 0.1
+
+
+# The CPU analogues that select nothing train on every training image, as their papers; Yu et al.'s keep a
+# hold-out, which chooses lambda. Zhang et al.'s GoogLeNet keeps BatchNorm frozen, as the benchmark it ran.
+WHOLE_ANALOGUES = [
+    f"{scale}/{name}" for scale in ("digits", "mnist5k") for name in ("le2019_noise", "levi2021_even_odd")
+]
+
+
+@pytest.mark.parametrize("experiment", [*WHOLE_ANALOGUES, "mnist5k/le2019_noise_disjoint"])
+def test_analogues_that_select_nothing_hold_nothing_out(compose_config, experiment):
+    assert compose_config(f"experiment={experiment}", tiny=False).data.val_fraction == 0
+
+
+def test_yu_analogues_hold_out_to_choose_lambda_and_zhang_freezes_batchnorm(compose_config):
+    for scale in ("digits", "mnist5k"):
+        cfg = compose_config(f"experiment={scale}/yu2018_lambda", tiny=False)
+        assert cfg.data.val_fraction == 0.1 and cfg.optimized_metric == "val/ncm_accuracy"
+    assert compose_config("experiment=zhang2023/table1_inshop", tiny=False).backbone.freeze_bn
 
 
 NOISE_MODELS = ("symmetric", "small_cluster")

@@ -444,3 +444,18 @@ def test_the_sop_topline_sweep_composes_and_samples_every_kept_image():
         np.testing.assert_array_equal(drawable, np.arange(len(noisy.indices)), err_msg=f"noise.rate={rate}")
     # And is drawn.
     np.testing.assert_array_equal(np.unique(np.concatenate(list(sampler))), drawable)
+
+
+@pytest.mark.parametrize(
+    "experiment", ["bdml/table1_mnist", "bdml/table2_cifar10", "digits/bdml_noise", "mnist5k/bdml_noise"]
+)
+def test_bdml_experiments_flip_the_tables_exact_counts(experiment):
+    # BDML Sec. 4.1.1: "by flipping the labels by the respective proportion of data points": the analogues
+    # draw the tables' noise, the same number of flips on every seed.
+    labels = balanced(10, 113)
+    realised = set()
+    for seed in range(4):
+        noise = compose_node("noise", f"experiment={experiment}", "noise.rate=0.3", f"seed={seed}")
+        noisy = noise.apply(labels)
+        realised.add(int((noisy.observed != noisy.true).sum()))
+    assert realised == {round(0.3 * len(labels))}

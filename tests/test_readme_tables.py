@@ -91,7 +91,7 @@ def test_one_word_per_claim_from_its_experiments_verdicts() -> None:
 def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verdicts(tmp_path: Path) -> None:
     tables = script("readme_tables")
     assert tables.NOT_YET in tables.block(tmp_path) and tables.NOT_YET in tables.detail(tmp_path)
-    # A committed digits result: levi2021-eps held on 8 seeds, each half too.
+    # A committed digits result: levi2021-even-odd held on 8 seeds, each half too.
     seeds = [str(s) for s in range(8)]
     gains = [0.10, 0.12, 0.11, 0.09, 0.10, 0.12, 0.11, 0.10]
     found = compare(
@@ -101,7 +101,7 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
         dict.fromkeys(seeds, 0.0),
         ("EPS", "Triplet"),
     )
-    claim = next(c for c in papers.claims() if c.id == "levi2021-eps")
+    claim = next(c for c in papers.claims() if c.id == "levi2021-even-odd")
     verdict = judge(claim, Group("levi2021/digits", "digits", []), outcome([found], []))
     assert verdict.status == claims.HELD
     folder = tmp_path / "digits"
@@ -120,7 +120,7 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
     row = next(line for line in text.splitlines() if line.startswith(f"| {claim.text}"))
     assert row == f"| {claim.text} | held | ? |"  # MNIST-5k has no file
     assert (
-        "| **Levi et al. 2021** ([detail](results/claims.md#levi-et-al-2021)) | 1 held, 1 not evaluated | "
+        "| **Levi et al. 2021** ([detail](results/claims.md#levi-et-al-2021)) | 1 held, 2 not evaluated | "
         in text
     )
     # The detail: the verdict first, the comparison it rests on, the halves, the paper's sentence.

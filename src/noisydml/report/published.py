@@ -8,12 +8,22 @@ sample noise rate as a fraction, or a bracketed per-class vector), ``param`` (``
 ``dotted.key=value`` conditions the run's config must meet, e.g. ``loss.match_weight=0.01``), ``value``
 and ``std`` as printed, ``unit`` (``%`` or ``fraction``) and ``source`` (table, row, and any misprint
 noted). The paper is the file's: the key used in ``report.figure``, ``<paper>/<what>``.
+
+``metric`` names the paper's checkpoint as our runs log it, so the paper's number sits beside the
+checkpoint the paper reports: ``test/...`` where it reports the last epoch (a protocol with no validation
+split tests the last one), ``test_best_epoch/...`` where its framework reports the best test epoch (Roth
+et al.'s, which Levi et al. ran), ``test_train/...`` for a score of the training images.
+
+A row no run is meant to match says so in its ``method``, and why in its ``source``
+(:func:`not_reproduced`): ``(cited [N])``, another paper's number the paper prints beside its own, or
+``(not reproduced)``, a method this project does not implement (``source``: ``... not reproduced: why``).
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +87,16 @@ def _read(paper: str, path: Path) -> list[Published]:
                 )
             )
     return rows
+
+
+def not_reproduced(row: Published) -> str | None:
+    """Why no experiment runs ``row``'s cell, or None when one is meant to."""
+    cited = re.search(r"\(cited (\[[^]]+\])\)", row.method)
+    if cited:
+        return f"another paper's number ({cited.group(1)} in {row.paper}), printed beside its own"
+    if "(not reproduced)" in row.method:
+        return row.source.partition("not reproduced:")[2].strip() or "not reproduced (no reason given)"
+    return None
 
 
 def _parse_value(text: str) -> Any:

@@ -145,7 +145,9 @@ class Claim:
     paper's own sentence (``quote``, exact; excerpts of one passage joined by `` [...] ``). ``extension``
     says of a comparison in a group why it lies beyond what the paper states (another data set, another
     backbone, a rate where the paper's own table has the claim fail), or ``""`` when the paper states it
-    there."""
+    there. ``about``: the experiments (``report.figure``) the quoted passage is about, where the claim is
+    judged; empty, every experiment that runs its methods. A sweep of no paper's experiment (a user's own)
+    is judged by every claim (``claims.verdicts.judged_on``)."""
 
     id: str
     paper: str
@@ -155,6 +157,7 @@ class Claim:
     check: Callable[[Group], Outcome | None]
     quote: str = ""
     extension: Callable[[Group, Comparison], str] | None = None
+    about: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,10 @@ ROW_GROUPS = (
     "optimizer",
     "scheduler",
 )
-# Shown x 100 with two decimals, as the papers print them.
-PERCENT_PREFIXES = ("test/recall@", "test/nmi", "test/map", "test/ncm_accuracy", "test/knn_accuracy")
+# Shown x 100 with two decimals, as the papers print them: these scores of the test split (or of the
+# training images) at any checkpoint, the one a paper's number is set beside included.
+PERCENT_NAMES = ("recall@", "nmi", "map", "ncm_accuracy", "knn_accuracy")
+PERCENT_STAGES = ("test", "test_last", "test_best_epoch", "test_train", "test_last_train")
 
 
 @dataclass
@@ -138,7 +140,8 @@ def metric_order(metric: str) -> tuple:
 
 
 def is_percent(metric: str) -> bool:
-    return metric.startswith(PERCENT_PREFIXES)
+    stage, _, name = metric.partition("/")
+    return stage in PERCENT_STAGES and name.startswith(PERCENT_NAMES)
 
 
 def group_runs(runs: list[Run]) -> list[Group]:
@@ -311,6 +314,39 @@ def run_counts(runs: list[Run]) -> str:
     return f"{len(runs)} runs ({counts})"
 
 
+# What each stage's scores are, for the line that says which checkpoint a paper's numbers sit beside.
+CHECKPOINTS = {
+    "test": "the selected checkpoint, the last epoch without a validation split",
+    "test_last": "the last epoch",
+    "test_best_epoch": "the best test epoch",
+    "test_train": "the training images, scored at the end",
+}
+
+
+def _has_published(table: Table, metric: str, published: list[Published]) -> bool:
+    return any(
+        cell_published(table, row, cell, metric, published) is not None
+        for row in table.rows
+        for cell in row.cells.values()
+    )
+
+
+def checkpoint_note(table: Table, metric: str, published: list[Published]) -> str:
+    """Which checkpoint the paper's numbers are set beside: this table's, when the published rows name its
+    metric (the paper's checkpoint, :mod:`noisydml.report.published`), or the table of the same score at
+    the paper's checkpoint; ``""`` when the paper prints no number of this score."""
+    stage, _, name = metric.partition("/")
+    if _has_published(table, metric, published):
+        return f"The paper's numbers beside its checkpoint: {CHECKPOINTS.get(stage, stage)} ({stage}/)."
+    for other in table.metrics:
+        if other != metric and other.partition("/")[2] == name and _has_published(table, other, published):
+            where = other.partition("/")[0]
+            return (
+                f"The paper's numbers are beside {other}, its checkpoint ({CHECKPOINTS.get(where, where)})."
+            )
+    return ""
+
+
 def metric_tables(
     table: Table, published: list[Published], metrics: list[str] | None = None, level: int = 3
 ) -> str:
@@ -319,6 +355,9 @@ def metric_tables(
     for metric in [m for m in table.metrics if metrics is None or m in metrics]:
         unit = " (%)" if is_percent(metric) else ""
         out.append(f"{'#' * level} {metric}{unit}\n")
+        note = checkpoint_note(table, metric, published)
+        if note:
+            out.append(f"{note}\n")
         out.append("| method | " + " | ".join(md_cell(column_label(table, c)) for c in table.columns) + " |")
         out.append("|---" * (len(table.columns) + 1) + "|")
         for row in table.rows:

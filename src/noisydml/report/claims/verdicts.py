@@ -13,7 +13,8 @@ over several comparisons ("at every noise rate") is decided in three steps:
 
 1. **Multiplicity.** It holds when each interval lies above zero: an intersection-union test, at 5%
    without adjustment. It is contradicted when one comparison's interval lies below zero *after Holm's
-   step-down adjustment* over the claim's comparisons in that group, so that k comparisons with no true
+   step-down adjustment* over the claim's comparisons in that group (one family: the paper's and the
+   extensions together, stand-ins aside, which decide nothing), so that k comparisons with no true
    difference contradict it by chance at most 5% of the time (1 - 0.975^k unadjusted). Else inconclusive.
 2. **Scope.** A comparison against a stand-in (BDML's BLMNN through the Bayes-linear stand-in) is
    ``not evaluated (stand-in)``: it never holds or contradicts a claim, and a claim it would complete is
@@ -68,8 +69,9 @@ STATUSES = (HELD, CONTRADICTED, INCONCLUSIVE, UNSTABLE, UNDERPOWERED, NOT_EVALUA
 @dataclass(frozen=True)
 class Assessed:
     """One comparison as the claim's verdict used it: its Holm-adjusted p within its family (the claim's
-    comparisons in scope, or its extensions), the family's size, and its verdict on all seeds and on each
-    half after that adjustment; ``STAND_IN`` for a comparison against a stand-in."""
+    comparisons in the experiment, the paper's and the extensions together), the family's size, and its
+    verdict on all seeds and on each half after that adjustment; ``STAND_IN`` for a comparison against a
+    stand-in."""
 
     comparison: Comparison
     extension: str
@@ -157,11 +159,18 @@ def evaluate(groups: list[Group], claims: Iterable[Claim] | None = None, interva
         return _evaluate(groups, claims if claims is not None else papers.claims())
 
 
+def judged_on(claim: Claim, group: Group) -> bool:
+    """Whether ``claim`` is judged on ``group``: an experiment its passage is about, or no paper's."""
+    if not claim.about or group.figure in claim.about:
+        return True
+    return papers.paper(group.paper) is None
+
+
 def _evaluate(groups: list[Group], claims: Iterable[Claim]) -> list[Verdict]:
     verdicts = []
     for claim in claims:
         found = False
-        for group in groups:
+        for group in (g for g in groups if judged_on(claim, g)):
             outcome = claim.check(group)
             if outcome is not None:
                 found = True
@@ -184,11 +193,10 @@ def judge(claim: Claim, group: Group, found: Outcome) -> Verdict:
     stand_ins = [c for c, _ in scoped if c.stand_in]
     for c in stand_ins:
         assessed.append(Assessed(c, "", math.nan, 0, STAND_IN, (STAND_IN, STAND_IN)))
-    own = [c for c, reason in scoped if not c.stand_in and not reason]
-    beyond = [(c, reason) for c, reason in scoped if not c.stand_in and reason]
-    assessed += _family(own, "")
-    for reason in dict.fromkeys(r for _, r in beyond):
-        assessed += _family([c for c, r in beyond if r == reason], reason)
+    # One Holm family: the claim's comparisons in this experiment, the paper's and the extensions alike
+    # (a family per extension reason would adjust, say, BDML's 10% and 20% extensions as two of one).
+    judged = [(c, reason) for c, reason in scoped if not c.stand_in]
+    assessed += _family([c for c, _ in judged], [reason for _, reason in judged])
     # Back in the check's order.
     position = {id(c): i for i, c in enumerate(found.comparisons)}
     assessed.sort(key=lambda a: position[id(a.comparison)])
@@ -218,9 +226,10 @@ def judge(claim: Claim, group: Group, found: Outcome) -> Verdict:
     )
 
 
-def _family(comparisons: list[Comparison], extension: str) -> list[Assessed]:
+def _family(comparisons: list[Comparison], extensions: list[str]) -> list[Assessed]:
     """Holm within one family, on all seeds and on each half: a comparison contradicts only when its
-    interval says so and its adjusted p is below ``ALPHA``."""
+    interval says so and its adjusted p is below ``ALPHA``. ``extensions``: each comparison's reason for
+    lying beyond the paper's statement, or ``""``."""
     if not comparisons:
         return []
     views = (None, 0, 1)
@@ -234,7 +243,7 @@ def _family(comparisons: list[Comparison], extension: str) -> list[Assessed]:
             verdicts.append(INCONCLUSIVE if raw == CONTRADICTED and not p < ALPHA else raw)
         found.append(
             Assessed(
-                c, extension, adjusted[None][i], len(comparisons), verdicts[0], (verdicts[1], verdicts[2])
+                c, extensions[i], adjusted[None][i], len(comparisons), verdicts[0], (verdicts[1], verdicts[2])
             )
         )
     return found
@@ -335,7 +344,10 @@ def compare_columns(
             if not set(va) & set(vb):
                 gaps.append(f"{a.label} and {b.label} at {where}: no seed in common")
                 continue
-            found = compare(where, metric, va, vb, (a.label, b.label), column=column)
+            # Named for both methods: a claim compares one method with several baselines.
+            found = compare(
+                f"{a.label} vs {b.label}, {where}", metric, va, vb, (a.label, b.label), column=column
+            )
             done.append(replace(found, stand_in=stand_in(b)) if stand_in is not None else found)
     return done, gaps
 
