@@ -111,13 +111,14 @@ def test_without_a_gpu_auto_is_faiss_on_the_cpu_and_insisting_on_one_is_an_error
 @pytest.mark.parametrize(
     ("faiss_gpus", "torch_gpu", "backend", "use_gpu", "expected"),
     [
-        # The documented order of backend=auto: faiss on a GPU, else torch on a GPU, else faiss on the CPU.
-        (1, True, "auto", None, Engine("faiss", "cuda:0")),
+        # The documented order of backend=auto: faiss on a GPU, else torch on a GPU, else faiss on the CPU;
+        # on torch's current GPU (a DDP rank's, cuda:1 here) where torch sees one.
+        (2, True, "auto", None, Engine("faiss", "cuda:1")),
         (1, False, "auto", None, Engine("faiss", "cuda:0")),
-        (0, True, "auto", None, Engine("torch", "cuda:0")),
+        (0, True, "auto", None, Engine("torch", "cuda:1")),
         (0, False, "auto", None, Engine("faiss", "cpu")),
-        (1, True, "auto", False, Engine("faiss", "cpu")),
-        (1, True, "torch", None, Engine("torch", "cuda:0")),
+        (2, True, "auto", False, Engine("faiss", "cpu")),
+        (2, True, "torch", None, Engine("torch", "cuda:1")),
         (0, True, "faiss", None, Engine("faiss", "cpu")),
         (1, False, "faiss", True, Engine("faiss", "cuda:0")),
         (0, True, "torch", False, Engine("torch", "cpu")),
@@ -129,7 +130,7 @@ def test_engine_choice_on_each_kind_of_machine(
     # What each library reports is replaced, not the choice: the machines this suite runs on have no GPU.
     monkeypatch.setattr(faiss, "get_num_gpus", lambda: faiss_gpus)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: torch_gpu)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
     assert resolve_engine(backend, use_gpu) == expected
 
 

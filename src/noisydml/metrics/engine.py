@@ -15,9 +15,10 @@ Two engines compute the same exact float32 arithmetic (squared L2 as ``|x|^2 + |
 2. else torch on a GPU, where torch sees one;
 3. else faiss on the CPU.
 
-``use_gpu=None`` means "a GPU when there is one"; ``True`` insists (an error where neither library sees
-one), ``False`` forbids: faiss on the CPU. ``backend="faiss"`` or ``"torch"`` takes that library, on a GPU
-where it sees one.
+On a GPU, either library runs on torch's current device (under DDP, each rank's own; GPU 0 where only
+faiss sees GPUs). ``use_gpu=None`` means "a GPU when there is one"; ``True`` insists (an error where
+neither library sees one), ``False`` forbids: faiss on the CPU. ``backend="faiss"`` or ``"torch"`` takes
+that library, on a GPU where it sees one.
 
 On a CPU the faiss GPU build runs faiss's CPU code: with the same faiss version, its distances equal
 ``faiss-cpu``'s to the bit at ``FAISS_SIMD_LEVEL=NONE`` (generic code) or ``AVX2``. Its AVX-512 kernels,
@@ -77,7 +78,7 @@ def resolve_engine(backend: Backend = "auto", use_gpu: bool | None = None) -> En
     if use_gpu is not None and not use_gpu:
         return Engine("torch" if backend == "torch" else "faiss", "cpu")
     if backend != "torch" and faiss_gpu:
-        return Engine("faiss", "cuda:0")
+        return Engine("faiss", _cuda_device() if torch_gpu else "cuda:0")
     if backend != "faiss" and torch_gpu:
         return Engine("torch", _cuda_device())
     if use_gpu:
