@@ -14,8 +14,10 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@# faiss-gpu and faiss-cpu both install the module faiss: the lock's is faiss-cpu.
-	$(BIN)/python -m pip uninstall --quiet --yes faiss-gpu 2>/dev/null || true
+	@# faiss-cpu and faiss-gpu both install the module faiss, and removing one deletes the other's files: where
+	@# faiss-gpu is installed (make install-gpu), both go, and the install below brings back the lock's faiss-cpu.
+	if $(BIN)/python -m pip show --quiet faiss-gpu 2>/dev/null; then \
+		$(BIN)/python -m pip uninstall --quiet --yes faiss-gpu faiss-cpu; fi
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,mlflow,tensorboard]"
 	touch $(STAMP)
 
@@ -27,6 +29,32 @@ run: install
 ## The test suite (GPU tests skip themselves on a machine without one).
 test: install
 	$(BIN)/pytest -q $(ARGS)
+
+## On a GPU machine: faiss's GPU build into .venv, the gpu extra (faiss-gpu, built for CUDA 12, with its own CUDA
+## 12 libraries beside torch's; docs/getting-started.md says why that build). Its files replace faiss-cpu's (both
+## install the module faiss); `make install` puts faiss-cpu back when pyproject.toml or constraints.txt change.
+.PHONY: install-gpu
+install-gpu: install
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[gpu]"
+	@# pip installs an extra's requirements after the package's own, but faiss-gpu may already have been
+	@# installed and then overwritten by faiss-cpu: its files are written again.
+	$(BIN)/python -m pip install --quiet --force-reinstall --no-deps -c constraints.txt faiss-gpu
+	$(BIN)/python -c "import faiss; print('faiss', faiss.__version__, 'GPU build,', faiss.get_num_gpus(), 'GPUs')"
+
+## faiss's GPU build on a machine without a GPU, for tests/test_faiss_gpu_build.py (skipped without it):
+## .venv-faiss-gpu/bin/python sees .venv's packages but imports faiss from faiss-gpu (1.5 GB with its CUDA
+## libraries), so .venv keeps faiss-cpu. CI can run `make faiss-gpu-venv` before the tests.
+FAISS_GPU_VENV := .venv-faiss-gpu
+.PHONY: faiss-gpu-venv
+faiss-gpu-venv: $(FAISS_GPU_VENV)/.installed
+$(FAISS_GPU_VENV)/.installed: $(STAMP)
+	rm -rf $(FAISS_GPU_VENV)
+	$(BIN)/python -m venv --without-pip $(FAISS_GPU_VENV)
+	$(BIN)/python -c 'import sys; print("\n".join(["$(CURDIR)/src", *filter(None, sys.path)]))' \
+		> $$($(FAISS_GPU_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/base.pth
+	$(BIN)/python -m pip --python $(FAISS_GPU_VENV)/bin/python install --quiet -c constraints.txt faiss-gpu
+	$(FAISS_GPU_VENV)/bin/python -c "from noisydml.metrics.engine import faiss_build; assert faiss_build() == 'gpu'"
+	touch $@
 
 ## The quick loop: every test not marked slow (under 3 minutes on 2 idle cores); `make test` runs them all.
 .PHONY: test-quick

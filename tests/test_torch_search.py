@@ -3,6 +3,7 @@ has no GPU build) against faiss and hand-sized cases, run on the CPU; tests/test
 
 from __future__ import annotations
 
+import faiss
 import numpy as np
 import pytest
 import torch
@@ -12,7 +13,7 @@ from hydra.utils import instantiate
 from embeddings import random_data, separated_blobs
 from noisydml.metrics import evaluate
 from noisydml.metrics.clustering import kmeans_assignments
-from noisydml.metrics.engine import Engine, resolve_engine
+from noisydml.metrics.engine import Engine, faiss_build, resolve_engine
 from noisydml.metrics.torch_search import _nearest_by_index
 
 
@@ -100,10 +101,37 @@ def test_without_a_gpu_auto_is_faiss_on_the_cpu_and_insisting_on_one_is_an_error
     assert resolve_engine() == Engine("faiss", "cpu")
     with pytest.raises(ValueError, match="use_gpu=True but torch sees no GPU"):
         resolve_engine("torch", use_gpu=True)
-    with pytest.raises(ValueError, match="use_gpu=True but torch sees no GPU"):
+    with pytest.raises(ValueError, match="use_gpu=True but neither faiss nor torch sees a GPU"):
         resolve_engine("auto", use_gpu=True)
-    with pytest.raises(ValueError, match="use_gpu=True but faiss sees no GPU"):
+    build = "faiss is the CPU build" if faiss_build() == "cpu" else "faiss sees no GPU"
+    with pytest.raises(ValueError, match=f"use_gpu=True but {build}"):
         resolve_engine("faiss", use_gpu=True)
+
+
+@pytest.mark.parametrize(
+    ("faiss_gpus", "torch_gpu", "backend", "use_gpu", "expected"),
+    [
+        # The documented order of backend=auto: faiss on a GPU, else torch on a GPU, else faiss on the CPU;
+        # on torch's current GPU (a DDP rank's, cuda:1 here) where torch sees one.
+        (2, True, "auto", None, Engine("faiss", "cuda:1")),
+        (1, False, "auto", None, Engine("faiss", "cuda:0")),
+        (0, True, "auto", None, Engine("torch", "cuda:1")),
+        (0, False, "auto", None, Engine("faiss", "cpu")),
+        (2, True, "auto", False, Engine("faiss", "cpu")),
+        (2, True, "torch", None, Engine("torch", "cuda:1")),
+        (0, True, "faiss", None, Engine("faiss", "cpu")),
+        (1, False, "faiss", True, Engine("faiss", "cuda:0")),
+        (0, True, "torch", False, Engine("torch", "cpu")),
+    ],
+)
+def test_engine_choice_on_each_kind_of_machine(
+    monkeypatch, faiss_gpus, torch_gpu, backend, use_gpu, expected
+):
+    # What each library reports is replaced, not the choice: the machines this suite runs on have no GPU.
+    monkeypatch.setattr(faiss, "get_num_gpus", lambda: faiss_gpus)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: torch_gpu)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert resolve_engine(backend, use_gpu) == expected
 
 
 def test_ties_straddling_rank_k_go_to_the_lower_index():

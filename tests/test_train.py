@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from noisydml.metrics.engine import Engine, faiss_build, resolve_engine
 from noisydml.report.cli import main as report_main
 from noisydml.run.train import train
 from wandb_records import logged_config, logged_metrics
@@ -43,6 +44,12 @@ def test_default_experiment_trains_and_writes_its_run_directory(compose_config):
     assert results["metrics"] == metrics
     assert results["seed"] == 0 and results["config"]["noise"]["rate"] == 0.2
     assert {"torch", "pytorch-lightning", "faiss-gpu", "git_commit"} <= set(results["versions"])
+    engine = results["metrics_engine"]
+    assert (engine["backend"], engine["use_gpu"], engine["faiss_build"]) == ("auto", None, faiss_build())
+    assert Engine(engine["library"], engine["device"]) == resolve_engine()
+    if not resolve_engine().gpu:
+        # No GPU, whichever faiss build is installed: faiss on the CPU (noisydml.metrics.engine).
+        assert (engine["library"], engine["device"], engine["faiss_gpus"]) == ("faiss", "cpu", 0)
 
     with open(run_dir / "labels.csv") as f:
         rows = list(csv.DictReader(f))

@@ -27,6 +27,7 @@ from sklearn.metrics import normalized_mutual_info_score
 
 from noisydml.metrics import torch_search
 from noisydml.metrics.engine import Backend, resolve_engine
+from noisydml.metrics.recall import flat_l2_index
 
 DEFAULT_NITER = 20
 KMeansInit = Literal["random", "k-means++"]
@@ -74,7 +75,6 @@ def kmeans_assignments(
         nredo=restarts,
         seed=seed,
         init_method=_INIT_METHODS[init],
-        gpu=engine.gpu,
         # faiss would otherwise train on a random subset of 256 * k points whenever N/k is large (MNIST:
         # 10,000 points, 10 classes); every point must shape the clusters it is scored on.
         max_points_per_centroid=n,
@@ -82,6 +82,9 @@ def kmeans_assignments(
         # still), so faiss's "please provide at least 39*k points" warning would only be noise.
         min_points_per_centroid=1,
     )
+    if engine.gpu:
+        # The engine's GPU alone (under DDP, this rank's): faiss.Kmeans(gpu=True) would spread over every GPU.
+        kmeans.index = flat_l2_index(dim, engine.device)
     kmeans.train(embeddings)
     _, assignments = kmeans.assign(embeddings)
     return assignments

@@ -2,19 +2,36 @@
 
 Two engines compute the same exact float32 arithmetic (squared L2 as ``|x|^2 + |y|^2 - 2<x, y>``):
 
-- ``faiss``: ``IndexFlatL2`` and ``faiss.Kmeans``, on the CPU, or on a GPU where the installed faiss
-  was built with GPU support and sees one.
+- ``faiss``: ``IndexFlatL2`` and ``faiss.Kmeans``, on the CPU, or on a GPU (``GpuIndexFlatL2``) where the
+  installed faiss is the GPU build (``pip install "noisydml[gpu]"``: the ``faiss-gpu`` wheel) and sees one
+  (``faiss.get_num_gpus() > 0``).
 - ``torch``: chunked matrix products and ``torch.topk`` for the search, Lloyd iterations for k-means
-  (``noisydml.metrics.torch_search``), on whatever device torch has. It needs no faiss GPU build,
-  which must match the machine's CUDA (the ``faiss-gpu`` wheel is 135 MB and built for one CUDA);
-  torch already runs on the GPU that trains.
+  (``noisydml.metrics.torch_search``), on whatever device torch has. It needs no faiss GPU build: torch
+  already runs on the GPU that trains.
 
-``backend="auto"`` (the default) takes faiss on the CPU, and on a GPU faiss where it sees one, else
-torch. ``use_gpu=None`` means "a GPU when there is one"; ``True`` insists, ``False`` forbids.
+``backend="auto"`` (the default) chooses, in this order:
+
+1. faiss on a GPU, where faiss sees one;
+2. else torch on a GPU, where torch sees one;
+3. else faiss on the CPU.
+
+On a GPU, either library runs on torch's current device (under DDP, each rank's own; GPU 0 where only
+faiss sees GPUs). ``use_gpu=None`` means "a GPU when there is one"; ``True`` insists (an error where
+neither library sees one), ``False`` forbids: faiss on the CPU. ``backend="faiss"`` or ``"torch"`` takes
+that library, on a GPU where it sees one.
+
+On a CPU the faiss GPU build runs faiss's CPU code: with the same faiss version, its distances equal
+``faiss-cpu``'s to the bit at ``FAISS_SIMD_LEVEL=NONE`` (generic code) or ``AVX2``. Its AVX-512 kernels,
+which faiss chooses by itself on a CPU that has AVX-512, round differently in the last bit (1,805 of 15,000
+distances on scikit-learn's digits): items at nearly equal distances may swap, so a metric can move in its
+last digits (the full-ranking mAP there, by 1e-8; Recall@K, MAP@R and NMI were unchanged). A run records
+its engine, the faiss build and its SIMD level in ``results.json`` (``metrics_engine``:
+:func:`engine_record`).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,22 +60,79 @@ def _cuda_device() -> str:
     return f"cuda:{torch.cuda.current_device()}"
 
 
+def faiss_build() -> str:
+    """``"gpu"`` where the module ``faiss`` is the GPU build (it has the GPU index), else ``"cpu"``.
+
+    ``faiss-cpu`` and ``faiss-gpu`` both install the module ``faiss`` and the last installed wins, so the
+    package names pip lists do not say which build is imported."""
+    return "gpu" if hasattr(faiss, "StandardGpuResources") else "cpu"
+
+
 def resolve_engine(backend: Backend = "auto", use_gpu: bool | None = None) -> Engine:
     """The engine that ``backend`` and ``use_gpu`` ask for on this machine, or a ValueError saying why
     none fits."""
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is not one of {list(BACKENDS)}")
-    torch_gpu = torch.cuda.is_available()
     faiss_gpu = faiss.get_num_gpus() > 0
-    if use_gpu and not (faiss_gpu if backend == "faiss" else torch_gpu):
-        seen_by = "faiss" if backend == "faiss" else "torch"
-        raise ValueError(
-            f"use_gpu=True but {seen_by} sees no GPU; pass use_gpu=None (a GPU when there is one) or "
-            "use_gpu=False" + (", or backend='torch'" if backend == "faiss" and torch_gpu else "")
-        )
-    on_gpu = torch_gpu if use_gpu is None else bool(use_gpu)
-    if backend == "faiss" or (backend == "auto" and not on_gpu):
-        return Engine("faiss", "cuda:0" if on_gpu and faiss_gpu else "cpu")
-    if backend == "auto" and faiss_gpu:
-        return Engine("faiss", "cuda:0")
-    return Engine("torch", _cuda_device() if on_gpu else "cpu")
+    torch_gpu = torch.cuda.is_available()
+    if use_gpu is not None and not use_gpu:
+        return Engine("torch" if backend == "torch" else "faiss", "cpu")
+    if backend != "torch" and faiss_gpu:
+        return Engine("faiss", _cuda_device() if torch_gpu else "cuda:0")
+    if backend != "faiss" and torch_gpu:
+        return Engine("torch", _cuda_device())
+    if use_gpu:
+        raise ValueError(f"use_gpu=True but {_no_gpu(backend, torch_gpu)}")
+    return Engine("torch" if backend == "torch" else "faiss", "cpu")
+
+
+def _no_gpu(backend: str, torch_gpu: bool) -> str:
+    """Why a GPU that was insisted on is not there, and the fix."""
+    fix = "pass use_gpu=None (a GPU when there is one) or use_gpu=False"
+    if backend == "torch":
+        return f"torch sees no GPU; {fix}"
+    if backend == "auto":
+        return f"neither faiss nor torch sees a GPU; {fix}"
+    if faiss_build() == "cpu":
+        reason = 'faiss is the CPU build (pip install "noisydml[gpu]" installs the GPU build)'
+    else:
+        reason = "faiss sees no GPU"
+    return f"{reason}; {fix}" + (", or backend='torch'" if torch_gpu else "")
+
+
+def engine_record(backend: Backend = "auto", use_gpu: bool | None = None) -> dict:
+    """What ``results.json`` says of the engine a run's metrics came from: the options, the choice they
+    resolved to on this machine, and the faiss that was imported (its build and the GPUs it sees)."""
+    engine = resolve_engine(backend, use_gpu)
+    return {
+        "backend": backend,
+        "use_gpu": use_gpu,
+        "library": engine.library,
+        "device": engine.device,
+        "faiss_build": faiss_build(),
+        "faiss_gpus": faiss.get_num_gpus(),
+        "faiss_simd_level": faiss_simd_level(),
+    }
+
+
+def faiss_simd_level() -> str | None:
+    """The CPU kernels faiss computes distances with (``AVX2``, ``AVX512``, ..., ``NONE``: generic code), as
+    the CPU allows or ``FAISS_SIMD_LEVEL`` sets; None for a faiss that chooses no level at run time."""
+    config = getattr(faiss, "SIMDConfig", None)
+    return config.get_level_name() if config is not None else None
+
+
+def install_conflict() -> str | None:
+    """A one-line warning where the ``faiss-gpu`` package is installed but the imported faiss is the CPU
+    build (``faiss-cpu`` was installed after it and its files won), with the fix; else None."""
+    try:
+        gpu_version = importlib.metadata.version("faiss-gpu")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    if faiss_build() == "gpu":
+        return None
+    return (
+        f"faiss-gpu {gpu_version} is installed but the module faiss is faiss-cpu's build (both install it; "
+        "the last installed wins), so faiss searches on the CPU only; restore the GPU build with: pip "
+        f'install --force-reinstall --no-deps "faiss-gpu=={gpu_version}"'
+    )

@@ -7,13 +7,14 @@ this object's.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
 from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
 from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, NMIAverage
-from noisydml.metrics.engine import Backend, resolve_engine
+from noisydml.metrics.engine import Backend, engine_record, install_conflict, resolve_engine
 from noisydml.metrics.evaluation import evaluate
 from noisydml.utils.checks import Rule, check_value
 
@@ -54,6 +55,8 @@ class Evaluator:
             resolve_engine(backend, use_gpu)
         except ValueError as error:
             raise ValueError(f"metrics.backend={backend}, metrics.use_gpu={use_gpu}: {error}") from None
+        if (conflict := install_conflict()) is not None:
+            warnings.warn(conflict, stacklevel=2)
         self.engine = dict(backend=backend, use_gpu=use_gpu)
         self.options = dict(
             recall_ks=tuple(recall_ks),
@@ -81,6 +84,11 @@ class Evaluator:
         names += ["ncm_accuracy"] * bool(self.ncm_accuracy)
         names += [f"knn_accuracy@{self.knn_accuracy_k}"] * bool(self.knn_accuracy_k)
         return names
+
+    def engine_record(self) -> dict:
+        """The engine the metrics are computed with on this machine, as ``results.json`` records it
+        (:func:`noisydml.metrics.engine.engine_record`)."""
+        return engine_record(**self.engine)
 
     @property
     def needs_reference(self) -> bool:

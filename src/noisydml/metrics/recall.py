@@ -29,17 +29,17 @@ DEFAULT_CHUNK_SIZE = 4096
 GPU_MAX_K = 2048
 
 
-def flat_l2_index(gallery: np.ndarray, *, use_gpu: bool) -> faiss.Index:
-    """An exact L2 index holding ``gallery`` (float32, C-contiguous), on the GPU when asked."""
-    dim = gallery.shape[1]
-    if use_gpu:
-        resources = faiss.StandardGpuResources()
-        index = faiss.GpuIndexFlatL2(resources, dim)
-        # The Python wrapper of GpuIndexFlatL2 does not keep its resources alive; the index must.
-        index.referenced_objects = [resources]
-    else:
-        index = faiss.IndexFlatL2(dim)
-    index.add(gallery)
+def flat_l2_index(dim: int, device: str = "cpu") -> faiss.Index:
+    """An empty exact L2 index of ``dim``-dimensional vectors on ``device``: ``"cpu"``, or ``"cuda:N"`` for
+    faiss's GPU index on GPU N (the numbering torch uses)."""
+    if device == "cpu":
+        return faiss.IndexFlatL2(dim)
+    resources = faiss.StandardGpuResources()
+    config = faiss.GpuIndexFlatConfig()
+    config.device = int(device.split(":")[1])
+    index = faiss.GpuIndexFlatL2(resources, dim, config)
+    # The Python wrapper of GpuIndexFlatL2 does not keep its resources alive; the index must.
+    index.referenced_objects = [resources]
     return index
 
 
@@ -99,14 +99,15 @@ def neighbour_chunks(
         ):
             yield (start, neighbours, distances) if with_distances else (start, neighbours)
         return
-    on_gpu = engine.gpu
-    if on_gpu and search_k > GPU_MAX_K:
+    device = engine.device
+    if engine.gpu and search_k > GPU_MAX_K:
         warnings.warn(
             f"k={search_k} exceeds faiss's GPU limit of {GPU_MAX_K} neighbours; searching on the CPU instead",
             stacklevel=2,
         )
-        on_gpu = False
-    index = flat_l2_index(gallery, use_gpu=on_gpu)
+        device = "cpu"
+    index = flat_l2_index(gallery.shape[1], device)
+    index.add(gallery)
     for start in range(0, len(queries), chunk_size):
         chunk = queries[start : start + chunk_size]
         distances, neighbours = index.search(chunk, search_k)

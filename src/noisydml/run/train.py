@@ -166,6 +166,7 @@ def _train(
         noise=noise,
         validation=datamodule.validation_summary(),
         skipped_inputs=datamodule.skipped_inputs,
+        metrics_engine=model.metrics.engine_record(),
         **record,
         versions=versions(),
         wall_time_s=round(time.perf_counter() - started, 3),
