@@ -359,7 +359,7 @@ def test_yu_lambda_claim(tmp_path: Path, adapted: tuple, status: str) -> None:
     assert pivot(group).column_key == "loss.match_weight"
     verdict = {v.claim.id: v for v in claims.evaluate([group])}["yu2018-lambda"]
     assert on_all_seeds(verdict) == status
-    assert "λ=0.5 chosen on val/ncm_accuracy" in verdict.detail
+    assert "λ=0.5 chosen on selected_val/ncm_accuracy" in verdict.detail
     # NCM accuracy and Recall@1 against lambda 0, and the chosen lambda against the largest, lambda 2.
     assert [c.metric for c in verdict.comparisons] == [
         "test/ncm_accuracy",
