@@ -249,3 +249,48 @@ def test_logger_mlflow_names_each_run_by_its_overrides_as_wandb_does(tmp_path):
     stored = [yaml.safe_load(p.read_text()) for p in (tmp_path / "s").glob("*/.hydra/overrides.yaml")]
     assert sorted(run_name(overrides, "default") for overrides in stored) == names
     assert all("test/recall_at_1" in run.data.metrics for run in runs)
+
+
+@pytest.mark.slow
+def test_store_names_times_and_view_of_runs_old_and_new(tmp_path):
+    """Two run folders written as noisydml writes them, one from before results.json recorded its start
+    and end: MLflow's runs get the recorded times (else the file's time, wall_time_s before it), names from
+    the overrides that differ, and a view on the varied params and the optimized metric."""
+    from mlflow.tracking import MlflowClient
+
+    from noisydml.dashboard.cli import build_store
+
+    base = {"status": "finished", "config": {"name": "default", "optimized_metric": "val/recall@1"}}
+    base["choices"] = {"loss": "triplet", "miner": "fixed_semihard"}
+    base["selection"] = {"epoch": 0, "mode": "max"}
+    new = {**base, "started_at": "2026-01-01T10:00:00.000+00:00", "ended_at": "2026-01-01T10:00:07.500+00:00"}
+    new["metrics"] = {"test/recall@1": 0.9, "selected_val/recall@1": 0.8}
+    # Written before selected_val/: val/ held the selected epoch's scores.
+    old = {**base, "wall_time_s": 3.0, "metrics": {"test/recall@1": 0.7, "val/recall@1": 0.6}}
+    old["choices"] = {"loss": "triplet", "miner": "random_semihard"}
+    sweep = tmp_path / "sweep"
+    for job, (results, miner) in enumerate(((new, "fixed_semihard"), (old, "random_semihard"))):
+        (sweep / str(job) / ".hydra").mkdir(parents=True)
+        (sweep / str(job) / "results.json").write_text(json.dumps(results))
+        overrides = ["trainer.max_epochs=2", f"miner={miner}", "logger=csv"]
+        (sweep / str(job) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    ended_old = (sweep / "1" / "results.json").stat().st_mtime
+
+    (imported,) = build_store([sweep], tmp_path / "store")
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    runs = {run.info.run_name: run for run in client.search_runs([imported.experiment_id])}
+    assert sorted(runs) == ["miner=fixed_semihard", "miner=random_semihard"]
+    recent, earlier = runs["miner=fixed_semihard"].info, runs["miner=random_semihard"].info
+    start = datetime.fromisoformat(new["started_at"]).timestamp() * 1000
+    assert (recent.start_time, recent.end_time - recent.start_time) == (start, 7500)
+    assert earlier.end_time == int(ended_old * 1000) and earlier.end_time - earlier.start_time == 3000
+    assert runs["miner=random_semihard"].data.metrics["selected_val/recall_at_1"] == 0.6
+    assert runs["miner=random_semihard"].data.params["trainer.max_epochs"] == "2"
+
+    view = json.loads(
+        client.get_experiment(imported.experiment_id).tags[f"mlflow.sharedViewState.{imported.view}"]
+    )
+    assert view["selectedColumns"][:2] == ["params.`miner`", "params.`method`"]
+    assert view["selectedColumns"][2:] == ["metrics.`test/recall_at_1`", "metrics.`selected_val/recall_at_1`"]
+    assert (view["orderByKey"], view["orderByAsc"]) == ("metrics.`test/recall_at_1`", False)
+    assert imported.paths()["runs"].endswith(f"?viewStateShareKey={imported.view}")
