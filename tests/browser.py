@@ -29,13 +29,21 @@ def chromium() -> str:
     return found
 
 
-def dump_dom(url: str, timeout: float = 120) -> str:
-    """The page at ``url`` (``http://127.0.0.1:...`` or ``file://...``) as the browser's DOM, serialised."""
-    command = [chromium(), *CHROMIUM_FLAGS, "--dump-dom", url]
+def dump_dom(url: str, timeout: float = 120, window: tuple[int, int] | None = None) -> str:
+    """The page at ``url`` (``http://127.0.0.1:...`` or ``file://...``) as the browser's DOM, serialised; in a
+    window of ``window`` (width, height) where given (a grid renders only the columns that fit)."""
+    command = [chromium(), *_flags(window), "--dump-dom", url]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout).stdout
 
 
-def screenshot(url: str, path: Path, timeout: float = 120) -> None:
-    """The page at ``url`` as a PNG at ``path``."""
-    command = [chromium(), *CHROMIUM_FLAGS, f"--screenshot={path}", url]
+def screenshot(url: str, path: Path, timeout: float = 120, window: tuple[int, int] | None = None) -> None:
+    """The page at ``url`` as a PNG at ``path``, in a window of ``window`` (width, height) where given."""
+    command = [chromium(), *_flags(window), f"--screenshot={path}", url]
     subprocess.run(command, capture_output=True, timeout=timeout)
+
+
+def _flags(window: tuple[int, int] | None) -> list[str]:
+    if window is None:
+        return CHROMIUM_FLAGS
+    size = f"--window-size={window[0]},{window[1]}"
+    return [size if flag.startswith("--window-size=") else flag for flag in CHROMIUM_FLAGS]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -81,25 +83,68 @@ class _ComparePage(HTMLParser):
         ]
 
 
-def _wait_for(url: str, server: subprocess.Popen, seconds: float) -> None:
+class _RunsTable(HTMLParser):
+    """MLflow's runs table (ag-grid): its column ids, and each row's cells by column id (``params.`miner```,
+    ``duration``), the rows in the order shown (the grid places them by ``row-index``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[int, dict[str, str]] = {}
+        self.headers: list[str] = []
+        self._row: int | None = None
+        self._column: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("role") == "row" and (attrs.get("row-index") or "").isdigit():
+            self._row, self._column = int(attrs["row-index"]), None
+        elif attrs.get("role") == "columnheader" and attrs.get("col-id"):
+            self.headers.append(attrs["col-id"])
+        elif attrs.get("role") == "gridcell" and self._row is not None and attrs.get("col-id"):
+            self._column = attrs["col-id"]
+            self.rows.setdefault(self._row, {})[self._column] = ""
+
+    def handle_data(self, data):
+        if self._column is not None and data.strip():
+            row = self.rows[self._row]
+            row[self._column] = f"{row[self._column]} {data.strip()}".strip()
+
+    def shown(self) -> list[dict[str, str]]:
+        return [self.rows[index] for index in sorted(self.rows)]
+
+
+def _served(log: Path, server: subprocess.Popen, seconds: float) -> str:
+    """What the dashboard printed once it said where it serves; by then the server must answer."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         assert server.poll() is None, f"noisydml-dashboard exited with {server.returncode}"
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            time.sleep(1)
-    raise AssertionError(f"{url} did not answer within {seconds} s")
+        printed = log.read_text()
+        if "serving on" in printed:
+            url = next(line.split()[2] for line in printed.splitlines() if line.startswith("serving on"))
+            # Printed only once it answers: the first request succeeds, with no retry.
+            with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
+                assert answer.status == 200
+            return printed
+        time.sleep(1)
+    raise AssertionError(f"noisydml-dashboard printed no URL within {seconds} s: {log.read_text()[-2000:]}")
+
+
+def _seconds(duration: str) -> float:
+    """MLflow's duration text (``0.9s``, ``1.5min``) in seconds."""
+    value, unit = re.fullmatch(r"([\d.]+)\s*(ms|s|min|h)", duration).groups()
+    return float(value) * {"ms": 0.001, "s": 1, "min": 60, "h": 3600}[unit]
 
 
 @pytest.mark.slow
 def test_dashboard_shows_every_run_with_its_noise_rate_miner_and_recall(small_sweep, tmp_path):
+    """The runs table opens with the swept params, test Recall@1 (best first) and the runs' durations, each
+    run named by what differs; the compare page shows every run and plots test Recall@1."""
     browser.chromium()
     from noisydml.dashboard.cli import free_port
 
     port = free_port()
-    log = (tmp_path / "dashboard.log").open("w")
+    log_path = tmp_path / "dashboard.log"
+    log = log_path.open("w")
     server = subprocess.Popen(
         [sys.executable, "-m", "noisydml.dashboard.cli", str(small_sweep), "--port", str(port)],
         env=checkout_env(),
@@ -108,14 +153,15 @@ def test_dashboard_shows_every_run_with_its_noise_rate_miner_and_recall(small_sw
         start_new_session=True,
     )
     try:
-        _wait_for(f"http://127.0.0.1:{port}/health", server, STARTUP_S)
-        printed = (tmp_path / "dashboard.log").read_text()
-        compare = next(line.split()[-1] for line in printed.splitlines() if "compare:" in line)
+        printed = _served(log_path, server, STARTUP_S).splitlines()
+        table_url = next(line.split()[-1] for line in printed if "table:" in line)
+        compare = next(line.split()[-1] for line in printed if "compare:" in line)
         assert compare.startswith(f"http://127.0.0.1:{port}/")
         page = browser.dump_dom(compare)
+        table_page = browser.dump_dom(table_url, window=(2400, 1000))
         screenshot = os.environ.get("NOISYDML_DASHBOARD_SCREENSHOT")
         if screenshot:
-            browser.screenshot(compare, Path(screenshot))
+            browser.screenshot(table_url, Path(screenshot), window=(1920, 560))
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -125,12 +171,13 @@ def test_dashboard_shows_every_run_with_its_noise_rate_miner_and_recall(small_sw
             server.wait(timeout=30)
         log.close()
 
+    runs = [json.loads(p.read_text()) for p in sorted(small_sweep.glob("*/results.json"))]
+    assert len(runs) == 4
     parser = _ComparePage()
     parser.feed(page)
     table = {row[0].rstrip(":"): row[1:] for row in parser.rows if row}
     assert "Run Name" in table, f"no runs in the page: {page[:2000]}"
-    runs = [json.loads(p.read_text()) for p in sorted(small_sweep.glob("*/results.json"))]
-    assert len(runs) == 4 and len(table["Run Name"]) == 4
+    assert len(table["Run Name"]) == 4
     shown = list(zip(table["noise_rate"], table["miner"], parser.metric("test/recall_at_1"), strict=True))
     expected = [
         (f"{r['config']['noise']['rate']:g}", r["choices"]["miner"], f"{r['metrics']['test/recall@1']:.3g}")
@@ -138,6 +185,30 @@ def test_dashboard_shows_every_run_with_its_noise_rate_miner_and_recall(small_sw
     ]
     # The page rounds metrics to three significant digits; the runs' own values, rounded alike, must match.
     assert sorted(shown) == sorted(expected)
+    # Its plot is on the metric the runs were selected by, scored on the test split.
+    axes = re.findall(r'class="axis-title"[^>]*data-unformatted="([^"]+)"', page)
+    assert "test/recall_at_1" in axes and not any(
+        "/" in axis for axis in axes if axis != "test/recall_at_1"
+    ), axes
+
+    grid = _RunsTable()
+    grid.feed(table_page)
+    params = ["params.`noise_rate`", "params.`miner`"]
+    assert {*params, "metrics.`test/recall_at_1`", "duration"} <= set(grid.headers), grid.headers
+    rows = grid.shown()
+    assert len(rows) == 4, table_page[:2000]
+    by_name = {f"noise.rate={r['config']['noise']['rate']:g} miner={r['choices']['miner']}": r for r in runs}
+    recalls = []
+    for row in rows:
+        # Named by the overrides that differ between the runs; those every run shares are left out.
+        run = by_name[re.sub(r"^#\w+ ", "", row["attributes.`Run Name`"])]  # after the run's colour
+        assert [row[p] for p in params] == [f"{run['config']['noise']['rate']:g}", run["choices"]["miner"]]
+        assert float(row["metrics.`test/recall_at_1`"]) == pytest.approx(run["metrics"]["test/recall@1"])
+        took = datetime.fromisoformat(run["ended_at"]) - datetime.fromisoformat(run["started_at"])
+        # MLflow shows a tenth of a second.
+        assert _seconds(row["duration"]) == pytest.approx(took.total_seconds(), abs=0.051)
+        recalls.append(run["metrics"]["test/recall@1"])
+    assert recalls == sorted(recalls, reverse=True)
     # A server told to stop is gone, with its workers.
     assert server.returncode is not None
 
@@ -178,3 +249,48 @@ def test_logger_mlflow_names_each_run_by_its_overrides_as_wandb_does(tmp_path):
     stored = [yaml.safe_load(p.read_text()) for p in (tmp_path / "s").glob("*/.hydra/overrides.yaml")]
     assert sorted(run_name(overrides, "default") for overrides in stored) == names
     assert all("test/recall_at_1" in run.data.metrics for run in runs)
+
+
+@pytest.mark.slow
+def test_store_names_times_and_view_of_runs_old_and_new(tmp_path):
+    """Two run folders written as noisydml writes them, one from before results.json recorded its start
+    and end: MLflow's runs get the recorded times (else the file's time, wall_time_s before it), names from
+    the overrides that differ, and a view on the varied params and the optimized metric."""
+    from mlflow.tracking import MlflowClient
+
+    from noisydml.dashboard.cli import build_store
+
+    base = {"status": "finished", "config": {"name": "default", "optimized_metric": "val/recall@1"}}
+    base["choices"] = {"loss": "triplet", "miner": "fixed_semihard"}
+    base["selection"] = {"epoch": 0, "mode": "max"}
+    new = {**base, "started_at": "2026-01-01T10:00:00.000+00:00", "ended_at": "2026-01-01T10:00:07.500+00:00"}
+    new["metrics"] = {"test/recall@1": 0.9, "selected_val/recall@1": 0.8}
+    # Written before selected_val/: val/ held the selected epoch's scores.
+    old = {**base, "wall_time_s": 3.0, "metrics": {"test/recall@1": 0.7, "val/recall@1": 0.6}}
+    old["choices"] = {"loss": "triplet", "miner": "random_semihard"}
+    sweep = tmp_path / "sweep"
+    for job, (results, miner) in enumerate(((new, "fixed_semihard"), (old, "random_semihard"))):
+        (sweep / str(job) / ".hydra").mkdir(parents=True)
+        (sweep / str(job) / "results.json").write_text(json.dumps(results))
+        overrides = ["trainer.max_epochs=2", f"miner={miner}", "logger=csv"]
+        (sweep / str(job) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    ended_old = (sweep / "1" / "results.json").stat().st_mtime
+
+    (imported,) = build_store([sweep], tmp_path / "store")
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    runs = {run.info.run_name: run for run in client.search_runs([imported.experiment_id])}
+    assert sorted(runs) == ["miner=fixed_semihard", "miner=random_semihard"]
+    recent, earlier = runs["miner=fixed_semihard"].info, runs["miner=random_semihard"].info
+    start = datetime.fromisoformat(new["started_at"]).timestamp() * 1000
+    assert (recent.start_time, recent.end_time - recent.start_time) == (start, 7500)
+    assert earlier.end_time == int(ended_old * 1000) and earlier.end_time - earlier.start_time == 3000
+    assert runs["miner=random_semihard"].data.metrics["selected_val/recall_at_1"] == 0.6
+    assert runs["miner=random_semihard"].data.params["trainer.max_epochs"] == "2"
+
+    view = json.loads(
+        client.get_experiment(imported.experiment_id).tags[f"mlflow.sharedViewState.{imported.view}"]
+    )
+    assert view["selectedColumns"][:2] == ["params.`miner`", "params.`method`"]
+    assert view["selectedColumns"][2:] == ["metrics.`test/recall_at_1`", "metrics.`selected_val/recall_at_1`"]
+    assert (view["orderByKey"], view["orderByAsc"]) == ("metrics.`test/recall_at_1`", False)
+    assert imported.paths()["runs"].endswith(f"?viewStateShareKey={imported.view}")

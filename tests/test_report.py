@@ -395,7 +395,7 @@ def test_yu_lambda_claim(tmp_path: Path, adapted: tuple, status: str) -> None:
     verdicts = {v.claim.id: v for v in claims.evaluate([group])}
     lam, trade_off = verdicts["yu2018-lambda"], verdicts["yu2018-trade-off"]
     assert on_all_seeds(lam) == on_all_seeds(trade_off) == status
-    assert "λ=0.5 chosen on val/ncm_accuracy" in lam.detail
+    assert "λ=0.5 chosen on selected_val/ncm_accuracy" in lam.detail
     # Table 1's passage: NCM accuracy and Recall@K against lambda 0; Fig. 4b's: NCM accuracy against lambda
     # 0 and the largest, lambda 2.
     assert [c.metric for c in lam.comparisons] == ["test/ncm_accuracy", "test/recall@1"]

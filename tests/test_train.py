@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import warnings
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,8 @@ def test_default_experiment_trains_and_writes_its_run_directory(compose_config):
     # The one epoch is the last, so it is validated and selected: test/ (the selected weights), test_last/
     # (the last epoch's, the same here) and the validation scores it was selected by.
     names = [m.split("/", 1)[1] for m in METRICS]
-    assert sorted(metrics) == sorted(f"{stage}/{n}" for stage in ("test", "test_last", "val") for n in names)
+    stages = ("test", "test_last", "selected_val")
+    assert sorted(metrics) == sorted(f"{stage}/{n}" for stage in stages for n in names)
     assert all(0.0 <= v <= 1.0 for v in metrics.values())
     # Digits are easy: even one short epoch of triplet training beats chance (0.1) by far.
     assert metrics["test/recall@1"] > 0.5
@@ -50,6 +52,9 @@ def test_default_experiment_trains_and_writes_its_run_directory(compose_config):
     if not resolve_engine().gpu:
         # No GPU, whichever faiss build is installed: faiss on the CPU (noisydml.metrics.engine).
         assert (engine["library"], engine["device"], engine["faiss_gpus"]) == ("faiss", "cpu", 0)
+    # When it started and ended, around the time it trained and tested.
+    took = datetime.fromisoformat(results["ended_at"]) - datetime.fromisoformat(results["started_at"])
+    assert results["wall_time_s"] <= took.total_seconds() < results["wall_time_s"] + 60
 
     with open(run_dir / "labels.csv") as f:
         rows = list(csv.DictReader(f))

@@ -37,7 +37,9 @@ def test_study_of_three_trials_chooses_the_best_validation_value_and_the_sweep_u
     study = tmp_path / "outputs" / "tuning" / experiment / "zhang2023/bspml"
     trials = [json.loads(p.read_text()) for p in study.rglob("results.json")]
     assert len(trials) == 3
-    scores = {trial["config"]["loss"]["age_max"]: trial["metrics"]["val/recall@1"] for trial in trials}
+    scores = {
+        trial["config"]["loss"]["age_max"]: trial["metrics"]["selected_val/recall@1"] for trial in trials
+    }
     assert all(1 <= value <= 5 for value in scores)
     found = yaml.safe_load((study / "optimization_results.yaml").read_text())
     best = found["best_params"]["loss.age_max"]

@@ -155,7 +155,7 @@ def test_selection_on_val_restores_the_selected_epoch_for_the_test_split(compose
     worst = min(logged, key=lambda epoch: (logged[epoch]["val/recall@1"], epoch))
     assert selection["epoch"] == worst and selection["last_epoch"] == 3
     assert worst != 3, "the construction needs a run whose last epoch is not its worst"
-    assert metrics["val/recall@1"] == pytest.approx(logged[worst]["val/recall@1"])
+    assert metrics["selected_val/recall@1"] == pytest.approx(logged[worst]["val/recall@1"])
     for name in ("recall@1", "map@r", "nmi"):
         assert metrics[f"test/{name}"] == pytest.approx(logged[worst][f"test_epoch/{name}"], abs=1e-6)
         assert metrics[f"test_last/{name}"] == pytest.approx(logged[3][f"test_epoch/{name}"], abs=1e-6)

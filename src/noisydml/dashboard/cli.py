@@ -17,6 +17,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
@@ -81,15 +84,23 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"noisydml-dashboard: {error}")
         url = f"http://{LOOPBACK}:{port}"
         for experiment in imported:
-            pages = experiment.paths()
             print(f"{experiment.name}: {len(experiment.run_ids)} runs")
-            print(f"  table:   {url}{pages['runs']}\n  compare: {url}{pages['compare']}")
-        print(f"serving on {url} until stopped (Ctrl-C)", flush=True)
-        sys.exit(serve(store, port))
+        print(f"starting MLflow's server on {url} (it can take a minute)...", flush=True)
+
+        def announce() -> None:
+            for experiment in imported:
+                pages = experiment.paths()
+                print(
+                    f"{experiment.name}:\n  table:   {url}{pages['runs']}\n  compare: {url}{pages['compare']}"
+                )
+            print(f"serving on {url} until stopped (Ctrl-C)", flush=True)
+
+        sys.exit(serve(store, port, announce))
 
 
-def serve(store: Path, port: int) -> int:
-    """MLflow's server on the store, on loopback only, until it stops or this process is told to."""
+def serve(store: Path, port: int, announce: Callable[[], None] = lambda: None) -> int:
+    """MLflow's server on the store, on loopback only, until it stops or this process is told to;
+    ``announce`` once it answers."""
     artifacts = store / "artifacts"
     artifacts.mkdir(exist_ok=True)
     command = [
@@ -117,10 +128,23 @@ def serve(store: Path, port: int) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop)
     try:
+        if _answers(f"http://{LOOPBACK}:{port}/health", server):
+            announce()
         return server.wait()
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
+
+
+def _answers(url: str, server: subprocess.Popen) -> bool:
+    """Whether ``url`` answers before ``server`` exits (its workers take a while to start)."""
+    while server.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return True
+        except OSError:
+            time.sleep(0.5)
+    return False
 
 
 def _sqlite(path: Path) -> str:

@@ -220,6 +220,12 @@ class BSPMLLoss(MultiSimilarityLoss):
         }
 
     def _batch_weights(self, batch_size: int) -> torch.Tensor:
+        if self._train_set is None and len(self.weights) == 0:
+            raise RuntimeError(
+                "BSPMLLoss weighs each training sample by its index (Eq. 6-7): call loss.setup(train_set) "
+                "once, loss.begin_batch(indices) before each call and loss.on_train_epoch_end(context) after "
+                "each epoch (docs/library.md), or train it with noisydml method=zhang2023/bspml"
+            )
         if self._batch_indices is None or len(self._batch_indices) != batch_size:
             got = None if self._batch_indices is None else len(self._batch_indices)
             raise RuntimeError(

@@ -127,8 +127,16 @@ class MemoryContrastiveLoss(nn.Module, TrainingHooks):
         if self.memory is None:
             self.memory = MemoryBank(len(train_set.indices), self.embedding_size)
 
+    def _memory(self) -> MemoryBank:
+        if self.memory is None:
+            raise RuntimeError(
+                f"{type(self).__name__}(memory_size=None) sizes its memory at setup(train_set), which the "
+                "training module calls; in your own loop give memory_size= (e.g. the training set's size)"
+            )
+        return self.memory
+
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor, indices_tuple=None) -> torch.Tensor:
-        self.memory.enqueue(embeddings, labels)
+        self._memory().enqueue(embeddings, labels)
         memory, memory_labels = self.memory.get()
         batch = memory_contrastive_loss(embeddings, labels, embeddings, labels, self.margin)
         return batch + self.memory_weight * memory_contrastive_loss(
@@ -183,7 +191,7 @@ class PRISMLoss(MemoryContrastiveLoss):
 
     def select(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The mask of the batch's samples PRISM keeps, against the memory as it is (module docstring)."""
-        memory, memory_labels = self.memory.get()
+        memory, memory_labels = self._memory().get()
         keep = torch.ones(len(labels), dtype=torch.bool, device=labels.device)
         self._scores = None
         candidates = int(self.noise_rate * len(labels))

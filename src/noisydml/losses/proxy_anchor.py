@@ -8,8 +8,8 @@ from noisydml.losses.proxies import ClassProxies
 
 
 class ProxyAnchorLoss(ClassProxies, losses.ProxyAnchorLoss):
-    """PML's ``ProxyAnchorLoss`` (Kim et al. 2020, Eq. 4), whose proxies are made at ``setup``
-    (:class:`~noisydml.losses.proxies.ClassProxies`).
+    """PML's ``ProxyAnchorLoss`` (Kim et al. 2020, Eq. 4), with PML's constructor, whose proxies may also be
+    made at ``setup`` (:class:`~noisydml.losses.proxies.ClassProxies`).
 
     ``1/|P+| sum_{p in P+} log(1 + sum_{x in X_p+} e^{-alpha (s(x, p) - delta)})
     + 1/|P| sum_{p in P} log(1 + sum_{x in X_p-} e^{alpha (s(x, p) + delta)})``, s the cosine
@@ -22,5 +22,12 @@ class ProxyAnchorLoss(ClassProxies, losses.ProxyAnchorLoss):
 
     option = "proxy_anchor"
 
-    def __init__(self, embedding_size: int, margin: float = 0.1, alpha: float = 32.0, **kwargs):
-        super().__init__(embedding_size=embedding_size, margin=margin, alpha=alpha, **kwargs)
+    def __init__(
+        self,
+        num_classes: int | None = None,
+        embedding_size: int | None = None,
+        margin: float = 0.1,
+        alpha: float = 32.0,
+        **kwargs,
+    ):
+        super().__init__(num_classes, embedding_size, margin=margin, alpha=alpha, **kwargs)

@@ -10,7 +10,7 @@ from noisydml.losses.proxies import ClassProxies
 
 
 class ProxyNCALoss(ClassProxies, losses.ProxyNCALoss):
-    """PML's ``ProxyNCALoss``, whose proxies are made at ``setup``
+    """PML's ``ProxyNCALoss``, with PML's constructor, whose proxies may also be made at ``setup``
     (:class:`~noisydml.losses.proxies.ClassProxies`).
 
     Per sample x of class y, ``-log softmax_y(-s d(x, p_c))`` over the proxies p_c, d the distance

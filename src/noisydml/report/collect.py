@@ -39,6 +39,7 @@ import yaml
 from noisydml import CONFIG_DIR
 from noisydml.report import papers
 from noisydml.report.records import COMPLETE, FAILED, MISSING, Diagnostic, Run, lookup
+from noisydml.utils.metric_names import with_selected_names
 from noisydml.utils.resolvers import run_name
 from noisydml.utils.run_directory import FINISHED, LEGACY_FINISHED, RunDir
 
@@ -322,7 +323,8 @@ def read_run(run_dir: Path, sweep: Path | None = None) -> Run:
         )
     choices = dict(choices or {})
     if results.get("status") in (FINISHED, LEGACY_FINISHED):
-        metrics = {k: float(v) for k, v in (results.get("metrics") or {}).items() if _is_number(v)}
+        recorded = with_selected_names(results.get("metrics") or {})
+        metrics = {k: float(v) for k, v in recorded.items() if _is_number(v)}
         metrics.update(last_logged(run_dir))
         config = results.get("config") or {}
         noise = results.get("noise") or {}

@@ -23,6 +23,7 @@ from noisydml.run.numerics import apply_numerics
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.checks import check_writable
 from noisydml.utils.errors import BadInput
+from noisydml.utils.metric_names import selected
 from noisydml.utils.quiet import silence_known_noise
 from noisydml.utils.run_directory import RunDir
 
@@ -153,7 +154,8 @@ def _run(cfg: DictConfig) -> float | None:
     from noisydml.run.train import train
 
     metrics = train(cfg)
-    return metrics.get(cfg.get("optimized_metric") or "")
+    # A sweeper (Optuna) maximises the selected epoch's score, which selection maximised.
+    return metrics.get(selected(cfg.get("optimized_metric") or ""))
 
 
 def run_hydra() -> None:

@@ -17,6 +17,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 
 from noisydml.callbacks.checkpointing import SelectedCheckpoint
+from noisydml.utils.metric_names import VALIDATION, selected
 
 
 class ValidateLastEpoch(Callback):
@@ -65,7 +66,7 @@ def test_selected(
         trainer.test(model, datamodule=datamodule, verbose=False)
         metrics = dict(model.test_metrics)
         if history:  # validated without selecting (callbacks.select=null): the last validation's scores
-            metrics.update({k: v for k, v in history[-1].items() if k.startswith("val/")})
+            metrics.update(_log_selected(trainer, history[-1]))
         return _with_best_test_epoch(metrics, None, history, metric, "max")
     if select.best_epoch == last_epoch:
         # The selected weights are the last epoch's: one test scores both.
@@ -75,8 +76,7 @@ def test_selected(
         last = {"test_last" + name.removeprefix("test"): value for name, value in model.test_metrics.items()}
         metrics.update(last)
         # Logged as a second test would have logged them, so the loggers hold every metric of the run.
-        for logger in trainer.loggers:
-            logger.log_metrics(last, step=trainer.global_step)
+        _log(trainer, last)
     else:
         model.test_stage = "test_last"
         trainer.test(model, datamodule=datamodule, verbose=False)
@@ -86,8 +86,8 @@ def test_selected(
             model, datamodule=datamodule, ckpt_path=select.best_model_path, weights_only=True, verbose=False
         )
         metrics = {**model.test_metrics, **last}
-    selected = next(r for r in history if r["epoch"] == select.best_epoch)
-    metrics.update({k: v for k, v in selected.items() if k.startswith("val/")})
+    chosen = next(r for r in history if r["epoch"] == select.best_epoch)
+    metrics.update(_log_selected(trainer, chosen))
     selection = {
         "metric": select.monitor,
         "mode": select.mode,
@@ -96,6 +96,22 @@ def test_selected(
         "checkpoint": select.best_model_path,
     }
     return _with_best_test_epoch(metrics, selection, history, metric, select.mode)
+
+
+def _log_selected(trainer: pl.Trainer, record: dict) -> dict[str, float]:
+    """The validation scores of the tested epoch's ``record`` as ``selected_val/...``, logged to every
+    logger (``val/...`` stays each epoch's, its latest the last epoch's); returns them."""
+    values = {selected(k): v for k, v in record.items() if k.startswith(VALIDATION)}
+    _log(trainer, values)
+    return values
+
+
+def _log(trainer: pl.Trainer, metrics: dict[str, float]) -> None:
+    """``metrics``, scored after training, to every logger at the last step, written out now (a logger
+    writes its buffer only as training and testing end)."""
+    for logger in trainer.loggers:
+        logger.log_metrics(metrics, step=trainer.global_step)
+        logger.save()
 
 
 def _with_best_test_epoch(

@@ -19,12 +19,13 @@ from hydra.utils import instantiate
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.callbacks.divergence import DivergenceWarning
 from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_bar
-from noisydml.loggers.resumable_csv import keep_rows_before
+from noisydml.loggers.resumable_csv import ResumableCSVLogger, keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
 from noisydml.run.numerics import numerics_record
@@ -35,8 +36,9 @@ from noisydml.run.selection import ValidateLastEpoch, test_selected, watched_cal
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.atomic import atomic_write
 from noisydml.utils.errors import BadInput
+from noisydml.utils.metric_names import with_selected_names
 from noisydml.utils.quiet import silence_known_noise
-from noisydml.utils.run_directory import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir
+from noisydml.utils.run_directory import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, now
 
 silence_known_noise()
 
@@ -49,8 +51,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     # Nothing is written into the directory before it is known to hold no other run.
     if (done := check_run_directory(run, resolved, cfg.resume)) is not None:
         print(f"{run.path} is already complete; skipping (delete its results.json to run it again)")
-        return done["metrics"]
+        return with_selected_names(done["metrics"])
     record = {
+        "started_at": now(),
         "config": resolved,
         "choices": choices,
         "report": resolved.get("report"),
@@ -205,7 +208,11 @@ def _build(
         history = keep_rows_before(run.metrics_csv, _global_step(checkpoint))
     # A resumed run continues its W&B run (WandbLogger resumes an id it is given).
     wandb_id = {"id": run.wandb_id()} if checkpoint is not None and run.wandb_id() else {}
-    loggers = [instantiate(logger, **(wandb_id if "id" in logger else {})) for logger in cfg.logger.values()]
+    chosen = (cfg.logger or {}).values()
+    loggers = [instantiate(logger, **(wandb_id if "id" in logger else {})) for logger in chosen]
+    if not any(isinstance(logger, CSVLogger) for logger in loggers):
+        # Every run writes its history whatever its loggers: noisydml-dashboard and the report read it.
+        loggers.append(ResumableCSVLogger(save_dir=run.path, name=run.csv_dir.name, version=""))
     for logger in loggers:
         logger.log_hyperparams(logged_config(resolved, choices))
         if isinstance(logger, ResumableWandbLogger):

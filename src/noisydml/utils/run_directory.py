@@ -11,6 +11,9 @@ logic ask it for paths instead of spelling them. ``results.json`` is written las
 - ``interrupted``: stopped by a signal (preemption, ``scancel``, a time limit) with its checkpoint
   written; ``resume`` is the command that continues it.
 
+``started_at`` and ``ended_at`` (UTC, ISO 8601) are when this attempt at the run started and when it
+stopped, however it stopped; a resumed run's are its last attempt's, as ``wall_time_s`` is.
+
 Each record also holds the config group choices (``choices``: dataset, backbone, loss, miner, noise,
 method) and the report labels (``report``), so a reader needs neither Hydra's files nor class names.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,11 @@ RUNNING, FINISHED, FAILED, INTERRUPTED = "running", "finished", "failed", "inter
 # The status of a finished run written before the statuses above existed.
 LEGACY_FINISHED = "complete"
 CHECKPOINTS, LAST, PREVIOUS, BEST = "checkpoints", "last.ckpt", "previous.ckpt", "best.ckpt"
+
+
+def now() -> str:
+    """The time as ``results.json`` records it: UTC, ISO 8601, to the millisecond."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True)
@@ -147,7 +156,10 @@ class RunDir:
         return results
 
     def write_results(self, status: str, **fields: Any) -> Path:
-        """Write ``results.json`` atomically with ``status`` and ``fields``."""
+        """Write ``results.json`` atomically with ``status`` and ``fields``; a run that stopped (any status
+        but running) gets ``ended_at``, now, unless ``fields`` give it."""
+        if status != RUNNING:
+            fields.setdefault("ended_at", now())
         write_json(self.results, {"status": status, **fields})
         return self.results
 

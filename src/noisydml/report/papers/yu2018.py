@@ -29,6 +29,7 @@ from noisydml.report.pairing import (
 )
 from noisydml.report.papers import Axis, Cite, Paper
 from noisydml.report.tables import Group, pivot
+from noisydml.utils.metric_names import selected
 
 TITLE = "Yu et al. 2018"
 
@@ -47,7 +48,7 @@ def _yu_lambda(group: Group, every_k: bool, trade_off: bool) -> Outcome | None:
     metrics = [metric, *every]
     # Lambda is a trade-off the paper tunes: chosen on the validation split when the runs scored one,
     # never on the test split the comparisons read.
-    select = "val/" + metric.partition("/")[2]
+    select = selected("val/" + metric.partition("/")[2])
     chosen_on = select if select in table.metrics else metric
     lambdas = [c for c in table.columns if is_number(c)]
     if 0 not in lambdas or not any(c > 0 for c in lambdas):
@@ -112,7 +113,8 @@ def _yu_overfit(group: Group) -> Outcome | None:
             NOT_EVALUATED,
             f"no {best}: needs the test split scored at every validation (data.test_at_validation=true)",
         )
-    select = f"val/{name}" if f"val/{name}" in table.metrics else f"test/{name}"
+    select = selected(f"val/{name}")
+    select = select if select in table.metrics else f"test/{name}"
     done, gaps, notes = [], [], []
     for row in rows:
         if YU_FIG5_LAMBDA in lambdas:
