@@ -188,7 +188,7 @@ methods-digits: install
 ## The performance benchmarks (scripts/bench/README.md): evaluation at SOP scale, mining + loss cost, data
 ## loading, training against a plain loop, the calls that make the GPU wait. Full size takes an hour or
 ## more on 2 CPU cores; bench-quick runs each at a small scale.
-BENCHES := eval mining dataloading throughput plain_loop syncs
+BENCHES := eval mining dataloading throughput plain_loop syncs small_jobs
 .PHONY: bench bench-quick
 bench: install
 	@for b in $(BENCHES); do $(BIN)/python scripts/bench/$$b.py || exit 1; done

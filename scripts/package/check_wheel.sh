@@ -27,6 +27,9 @@ git -C "$root" ls-files -z --cached --others --exclude-standard \
 wheel=("$work"/dist/noisydml-*.whl)
 unzip -l "${wheel[0]}" > "$work/contents"
 grep -q "noisydml/conf/config.yaml" "$work/contents" || { echo "the wheel lacks conf/"; exit 1; }
+# The default sweeper (conf/hydra/default.yaml) is a Hydra plugin, found in the hydra_plugins namespace.
+grep -q "hydra_plugins/noisydml_sweeper/noisydml_sweeper.py" "$work/contents" \
+    || { echo "the wheel lacks hydra_plugins/noisydml_sweeper"; exit 1; }
 
 echo "check-wheel: installing ${wheel[0]##*/}"
 "${pip[@]}" install --quiet "${wheel[0]}"

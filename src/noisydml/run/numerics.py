@@ -7,7 +7,7 @@ round differently on different CPUs and a small training run, being chaotic, end
 digits run's test Recall@1 differs in the second decimal between machines. Pinned, the kernels are the
 generic ones: PyTorch's unvectorised ATen kernels, MKL's conditional numerical reproducibility in its
 ``COMPATIBLE`` branch (``STRICT``: independent of the thread count too), oneDNN up to SSE4.1, faiss's
-generic build, and one torch thread unless ``cpu_threads`` says otherwise. It costs speed
+generic kernels, and one torch thread unless ``cpu_threads`` says otherwise. It costs speed
 (scripts/bench/README.md, "Portable numerics").
 
 The variables are read when the libraries load, so the mode is set before torch is imported: the
@@ -29,6 +29,10 @@ PORTABLE_ENV = {
     "DNNL_MAX_CPU_ISA": "SSE41",
     "ONEDNN_MAX_CPU_ISA": "SSE41",
     "FAISS_OPT_LEVEL": "generic",
+    # faiss 1.15 builds one library and picks its SIMD kernels at run time from this variable (its loader's
+    # FAISS_OPT_LEVEL chooses among separately built libraries, of which the wheel ships one): unset, it
+    # runs AVX-512 where the CPU has it, and full-ranking distances differ in the last bit from AVX2's.
+    "FAISS_SIMD_LEVEL": "NONE",
 }
 
 
