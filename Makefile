@@ -139,7 +139,8 @@ reproduce-noisy-dml-cpu: install
 ## sweep and one of all five, outputs/reports/noisy_dml_mnist1d/. Budget: 3 hours on 2 cores (JOBS=2).
 ## Estimated from one MS job of each (the experiments' headers, 2026-11-27): some 290 CPU minutes at 5
 ## seeds (65 for each MNIST-1D experiment, 80 for MNIST-5k's, 17 for the digits'), about 2.5 hours on 2
-## cores; methods dearer than MS (BSPML) and contention add to it, and the seeds are to be sized to it.
+## cores; methods dearer than MS (BSPML: 36 CPU s a MNIST-1D job against MS's 19) and contention add to it,
+## and the seeds are to be sized to it.
 NOISY_DML_MNIST1D := noisy_dml/mnist1d_symmetric noisy_dml/mnist1d_small_cluster \
 	noisy_dml/mnist1d_instance_dependent noisy_dml/mnist5k_instance_dependent \
 	noisy_dml/digits_instance_dependent
