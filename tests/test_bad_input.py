@@ -40,6 +40,15 @@ BAD_INPUTS = [
         ["+noise.rat=0.2"],
         r"noise.rat=0.2 is not an option of noisydml.noise.UniformNoise .*did you mean noise.rate\?",
     ),
+    (["noise=instance_dependent", "noise.epochs=0"], r"noise.epochs=0 must be >= 1; e.g. noise.epochs=20"),
+    (
+        ["noise=nearest_class", "noise.features=pixels"],
+        r"noise.features='pixels' is not one of \('inputs', 'backbone'\)",
+    ),
+    (
+        ["dataset=mnist1d", "dataset.num_samples=10"],
+        r"dataset.num_samples=10 is not an int >= 20 .*num_samples=10000",
+    ),
     (["seed=abc"], r"seed=abc is not an integer; give one, e.g. seed=0"),
     (["seed=-1"], r"seed=-1 is outside \[0, 4294967296\)"),
     (["optimizer.lr=-1"], r"optimizer.lr=-1 must be > 0; e.g. optimizer.lr=1e-3"),

@@ -86,6 +86,12 @@ def test_experiment_trains_two_steps(compose_config, tmp_path, monkeypatch, expe
         overrides += [f"paths.data_dir={tmp_path / 'data'}", "data.P=2", "data.K=2", *extra]
         # A few samples of a few classes: none to spare for a validation split (digits experiments keep it).
         overrides.append("data.val_fraction=0")
+    else:
+        # Where a noise model caches (the instance-dependent classifier's softmax): not the working folder.
+        overrides.append(f"paths.data_dir={tmp_path / 'data'}")
+    if "epochs" in cfg.noise:
+        # The instance-dependent noise's classifier: one epoch trains it as well as twenty for this test.
+        overrides.append("noise.epochs=1")
     metrics = train(compose_config(*overrides))
     assert metrics and all(0.0 <= value <= 1.0 for value in metrics.values())
 
@@ -150,6 +156,10 @@ def test_yu_analogues_hold_out_to_choose_lambda_and_zhang_freezes_batchnorm(comp
 
 
 NOISE_MODELS = ("symmetric", "small_cluster")
+# Instance-dependent noise (issue 36) on every CPU-scale data set; MNIST-1D under every noise model.
+NEW_SETTINGS = ("digits_instance_dependent", "mnist5k_instance_dependent") + tuple(
+    f"mnist1d_{noise}" for noise in (*NOISE_MODELS, "instance_dependent")
+)
 # Methods a noisy_dml sweep may leave out: the same methods batched for other data sets (MS-Celeb, CIFAR-10).
 OTHER_BATCHING = {"bdml/bdml_msceleb", "bdml/dml_cifar10"}
 
@@ -160,8 +170,10 @@ def test_noisy_dml_sweeps_run_every_method_of_the_five_papers_and_prism():
         for p in (CONFIG_DIR / "method").rglob("*.yaml")
     }
     swept = {}
-    digits = [f"digits_{noise}" for noise in NOISE_MODELS]
+    digits = [f"digits_{noise}" for noise in (*NOISE_MODELS, "instance_dependent")]
     images = [f"{ds}_{noise}" for ds in ("mnist5k", "cub", "cars196", "sop") for noise in NOISE_MODELS]
+    # MNIST-1D's comparison overrides the backbone (backbone=cnn1d), which BDML's four choose themselves.
+    images += [s for s in NEW_SETTINGS if not s.startswith("digits")]
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         for experiment in (*digits, *images):
@@ -171,6 +183,7 @@ def test_noisy_dml_sweeps_run_every_method_of_the_five_papers_and_prism():
     for experiment in digits:
         assert swept[experiment] == methods - OTHER_BATCHING, experiment
     # BDML's MLPs take its PCA features, not images: the digits comparison runs them on the pixels.
+    # (MNIST-1D's replaces their MLPs with its CNN.)
     bdml = {method for method in methods if method.startswith("bdml/")}
     for experiment in images:
         assert swept[experiment] == methods - bdml, experiment

@@ -25,6 +25,7 @@ BACKBONES = {
     "mlp": ((2, 64), 32),
     "lenet": ((2, 1, 28, 28), 64),
     "small_cnn": ((2, 1, 28, 28), 2),
+    "cnn1d": ((2, 1, 40), 32),
 }
 # Not EmbeddingNets on the unit sphere (BDML's Bayesian networks, the PCA baseline's identity):
 # tested in tests/test_bdml.py.

@@ -370,8 +370,9 @@ def test_eq_8_as_printed_does_not_match_simulation_but_the_corrected_form_does()
 
 
 OPTIONS = ["none", "uniform", "exact", "class_conditional", "topline", "small_cluster"]
-# Models that need the data set (image paths, backbone features); tests/test_prism_noise.py runs them.
-DATASET_OPTIONS = ["small_cluster_kmeans", "from_file"]
+# Models that need the data set (image paths, backbone features, the inputs): tests/test_prism_noise.py and
+# tests/test_instance_dependent_noise.py run them.
+DATASET_OPTIONS = ["small_cluster_kmeans", "from_file", "instance_dependent", "nearest_class"]
 
 
 LABEL_OPTIONS = sorted(p for p in NOISE_CONF.glob("*.yaml") if p.stem not in DATASET_OPTIONS)

@@ -142,3 +142,40 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.features(x))
+
+
+class CNN1D(nn.Module):
+    """MNIST-1D's small convolutional net (Greydanus 2020; its ``ConvBase``), up to the layer before
+    the output: three 1-D convolutions of 25 channels, each followed by a ReLU, then flattened,
+
+        conv k5, stride 2, pad 1 -> ReLU            (40 samples -> 19)
+        conv k3, stride 2, pad 1 -> ReLU            (-> 10)
+        conv k3, stride 2, pad 1 -> ReLU -> flatten (-> 5; out_features = 25 * 5 = 125)
+
+    Its linear layer to the 10 classes becomes ``EmbeddingNet``'s linear head. ``input_length`` is the
+    signal's length (MNIST-1D's ``final_seq_length``), which sets the flattened width.
+    """
+
+    def __init__(self, input_length: int = 40, channels: int = 25, in_channels: int = 1):
+        super().__init__()
+        length = int(input_length)
+        for kernel in (5, 3, 3):
+            length = (length + 2 - kernel) // 2 + 1
+        if length < 1 or channels < 1:
+            raise ValueError(
+                f"backbone.trunk.input_length={input_length} and backbone.trunk.channels={channels} leave "
+                "no features: the signal needs at least 3 samples and a channel"
+            )
+        self.features = nn.Sequential(
+            nn.Conv1d(in_channels, channels, kernel_size=5, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv1d(channels, channels, kernel_size=3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv1d(channels, channels, kernel_size=3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        self.out_features = channels * length
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.features(x.reshape(len(x), -1, x.shape[-1]))

@@ -1,5 +1,6 @@
 """Label-noise models (``conf/noise``), what they did to a run's labels, and the paper's noise theory."""
 
+from noisydml.noise.instance_dependent import InstanceDependentNoise
 from noisydml.noise.label_list import LabelListNoise
 from noisydml.noise.models import (
     ClassConditionalNoise,
@@ -9,6 +10,7 @@ from noisydml.noise.models import (
     ToplineNoise,
     UniformNoise,
 )
+from noisydml.noise.nearest_class import NearestClassNoise
 from noisydml.noise.small_cluster import SmallClusterNoise
 from noisydml.noise.summary import summarize
 from noisydml.noise.theory import (
@@ -21,7 +23,9 @@ from noisydml.noise.theory import (
 __all__ = [
     "ClassConditionalNoise",
     "ExactNoise",
+    "InstanceDependentNoise",
     "LabelListNoise",
+    "NearestClassNoise",
     "NoNoise",
     "NoisyLabels",
     "SmallClusterNoise",
