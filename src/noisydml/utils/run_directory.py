@@ -9,7 +9,9 @@ logic ask it for paths instead of spelling them. ``results.json`` is written las
 - ``finished``: the test metrics are in it (runs before this field was renamed say ``complete``);
 - ``failed``: ``error`` holds the message and ``traceback`` the file with the full traceback;
 - ``interrupted``: stopped by a signal (preemption, ``scancel``, a time limit) with its checkpoint
-  written; ``resume`` is the command that continues it.
+  written; ``resume`` is the command that continues it;
+- ``debug`` and ``unselected``: ran to its end but is not a result (a debug mode; a selection metric
+  never produced), ``reason`` says why; the metrics are kept, the report leaves the run out.
 
 Each record also holds the config group choices (``choices``: dataset, backbone, loss, miner, noise,
 method) and the report labels (``report``), so a reader needs neither Hydra's files nor class names.
@@ -25,6 +27,8 @@ from typing import Any
 from noisydml.utils.atomic import atomic_write, write_json
 
 RUNNING, FINISHED, FAILED, INTERRUPTED = "running", "finished", "failed", "interrupted"
+# Ran to its end, but not a result (noisydml.run.real_result).
+DEBUG, UNSELECTED = "debug", "unselected"
 # The status of a finished run written before the statuses above existed.
 LEGACY_FINISHED = "complete"
 CHECKPOINTS, LAST, PREVIOUS, BEST = "checkpoints", "last.ckpt", "previous.ckpt", "best.ckpt"
