@@ -34,13 +34,17 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     experiment = choices.get("experiment")
     if not experiment:
         return
-    own, own_choices, swept = _experiment(str(experiment))
+    swept = _experiment(str(experiment), ())[2]
+    # The groups the experiment sweeps (method=, noise=) as this run chose them: what they bring with them
+    # (a method's loss and miner) is then the experiment's too.
+    pinned = tuple((group, str(choices[group])) for group in sorted(swept) if choices.get(group) is not None)
+    own, own_choices, _ = _experiment(str(experiment), pinned)
     if _raw(cfg, "name") != _raw(own, "name") and _raw(cfg, "report.figure") != _raw(own, "report.figure"):
         return
     for key, theirs, ours in _departures(cfg, choices, own, own_choices):
         if _is_swept(key, swept):
             continue
-        labels = f"name {_raw(own, 'name')} and figure {_raw(own, 'report.figure')}"
+        labels = f"name {_label(cfg, 'name')} and figure {_label(cfg, 'report.figure')}"
         raise BadInput(
             f"experiment={experiment} is {key}={_show(theirs)}, but {key}={_show(ours)} was given, which "
             f"would file another run under the experiment's {labels}; drop {key}={_show(ours)} to run the "
@@ -101,6 +105,14 @@ def _raw(cfg: DictConfig, key: str) -> Any:
     return node._value()
 
 
+def _label(cfg: DictConfig, key: str) -> Any:
+    """The run's label at ``key`` as it resolves (a protocol derives it from the experiment's name)."""
+    try:
+        return OmegaConf.select(cfg, key)
+    except Exception:
+        return _raw(cfg, key)
+
+
 def _show(value: Any) -> str:
     if isinstance(value, list):
         return f"[{','.join(_show(v) for v in value)}]"
@@ -114,13 +126,17 @@ def _is_swept(key: str, swept: frozenset[str]) -> bool:
 
 
 @functools.cache
-def _experiment(experiment: str) -> tuple[DictConfig, dict[str, Any], frozenset[str]]:
-    """The experiment composed alone: its config, its group options and the keys its sweep varies."""
+def _experiment(
+    experiment: str, pinned: tuple[tuple[str, str], ...]
+) -> tuple[DictConfig, dict[str, Any], frozenset[str]]:
+    """The experiment composed with nothing but the ``pinned`` group options of its sweep: its config, its
+    group options and the keys its sweep varies."""
+    overrides = [f"experiment={experiment}", *(f"{group}={option}" for group, option in pinned)]
     if GlobalHydra.instance().is_initialized():
-        cfg = compose("config", overrides=[f"experiment={experiment}"], return_hydra_config=True)
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
     else:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=[f"experiment={experiment}"], return_hydra_config=True)
+            cfg = compose("config", overrides=overrides, return_hydra_config=True)
     choices = dict(cfg.hydra.runtime.choices)
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None) or {}
     swept = frozenset(str(key).lstrip("+~") for key in params)
