@@ -86,7 +86,7 @@ def _identity_keys(cfg: DictConfig) -> Iterator[str]:
 
 
 def _target_nodes(node: Any, path: str) -> Iterator[tuple[str, DictConfig]]:
-    if isinstance(node, DictConfig):
+    if isinstance(node, DictConfig) and not node._is_none():
         if "_target_" in node:
             yield path, node
         for key in node:

@@ -192,7 +192,7 @@ def _import(path: str) -> Any:
 
 
 def _target_nodes(node: Any, path: str) -> Iterator[tuple[str, DictConfig]]:
-    if isinstance(node, DictConfig):
+    if isinstance(node, DictConfig) and not node._is_none() and path != "hydra":
         if isinstance(node.get("_target_", None), str):
             yield path, node
         for key in node:
