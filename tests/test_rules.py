@@ -6,6 +6,8 @@ docs/reference/bad-input.md's table (tests/test_bad_input.py)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,18 @@ def _options(group: str) -> list[str]:
 def test_every_shipped_loss_miner_and_scheduler_is_inside_its_ranges(compose_choices, override):
     cfg, _ = compose_choices(override)
     check_ranges(cfg)
+
+
+@pytest.mark.parametrize(
+    "arguments", [["hydra.run.dir={finished}/nested"], ["-m", "seed=1,2", "hydra.sweep.dir={finished}/sweep"]]
+)
+def test_a_run_or_sweep_folder_inside_another_run_is_refused_before_hydra_writes(tmp_path, arguments):
+    finished = tmp_path / "finished"
+    (finished / ".hydra").mkdir(parents=True)
+    (finished / "results.json").write_text(json.dumps({"status": "finished"}))
+    exe = Path(sys.executable).with_name("noisydml")
+    given = [a.replace("{finished}", str(finished)) for a in arguments]
+    out = subprocess.run([str(exe), *given], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    assert f"is inside the run folder {finished}, whose files it would mix with" in out.stderr
+    assert sorted(p.name for p in finished.iterdir()) == [".hydra", "results.json"]

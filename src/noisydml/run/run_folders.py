@@ -54,6 +54,24 @@ def check_run_folder(run: RunDir) -> None:
     )
 
 
+def check_folder_argument(key: str, folder: Path) -> None:
+    """``hydra.run.dir`` / ``hydra.sweep.dir`` on the command line, before Hydra writes into it (a sweep's
+    multirun.yaml): inside no other run's folder. A sweep folder may hold runs, its own jobs (a sweep run
+    again skips those that finished); a run folder may not."""
+    path = folder.resolve()
+    outer = next((parent for parent in path.parents if is_run(parent)), None)
+    if outer is not None:
+        raise BadInput(
+            f"{key}={folder} is inside the run folder {outer}, whose files it would mix with and where the "
+            f"report never sees it; choose a folder outside every run, or drop {key}"
+        )
+    if key == "hydra.run.dir" and not is_run(path) and (inner := _run_below(path)) is not None:
+        raise BadInput(
+            f"{key}={folder} holds the run {inner} below it, which this run would write over; choose a new "
+            f"folder, or drop {key}"
+        )
+
+
 def check_output_folders(resolved: dict, run_dir: Path) -> None:
     """Every folder the run's callbacks, loggers and trainer write lies in its run directory."""
     root = run_dir.resolve()
