@@ -97,13 +97,15 @@ def debug_mode(cfg: DictConfig, choices: dict[str, str]) -> str | None:
 
 
 def result_status(
-    cfg: DictConfig, choices: dict[str, str], datamodule: Any, selection: dict | None
+    cfg: DictConfig, choices: dict[str, str], datamodule: Any, selection: dict | None, trained: bool
 ) -> tuple[str, str | None]:
-    """The status a run that ran to its end records, and why it is not ``finished`` (None when it is)."""
+    """The status a run that ran to its end records, and why it is not ``finished`` (None when it is).
+    ``trained``: it fitted (an evaluation of given weights, or a backbone with nothing to train, selects
+    nothing by design)."""
     if mode := debug_mode(cfg, choices):
         return DEBUG, f"{mode} is a debug mode: its metrics are not a result; run without it for one"
     selects = (cfg.get("callbacks") or {}).get("select") is not None
-    if datamodule.val_set is not None and selects and not (selection or {}).get("metric"):
+    if trained and datamodule.val_set is not None and selects and not (selection or {}).get("metric"):
         return UNSELECTED, (
             f"optimized_metric={cfg.optimized_metric} was never logged (the run stopped before any "
             "validation, e.g. at trainer.max_steps), so nothing was selected and test/ holds the last "

@@ -151,7 +151,8 @@ def _train(
             print(f"nothing to train in backbone {type(model.backbone).__name__}: evaluating it as it is")
         metrics, selection = test_selected(trainer, model, datamodule, cfg.optimized_metric)
         noise = datamodule.noise_summary()
-        status, reason = result_status(cfg, record["choices"], datamodule, selection)
+        trained = not cfg.get("ckpt_path") and model.has_parameters_to_train()
+        status, reason = result_status(cfg, record["choices"], datamodule, selection, trained)
         _log_summary(trainer, summary_fields(status, selection, noise, time.perf_counter() - started))
     except BaseException as error:
         _log_summary(trainer, summary_fields(_end_status(error), wall_time_s=time.perf_counter() - started))
