@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import open_dict
 from pytorch_metric_learning.losses import TripletMarginLoss
 
 from layouts import make_cub
@@ -232,6 +233,107 @@ BAD_INPUTS = [
         r"dataset.train_digits=\[0,1,2,3,4,5,6,7,8,9\] with dataset.split=disjoint leaves no digit to "
         r"test on",
     ),
+    # Issue 37, rule 1: a run's identity is what ran.
+    (
+        ["dataset.train_digits=[0,1]"],
+        r"dataset.train_digits=\[0,1\] is ignored by dataset.split=same_classes \(only "
+        r"dataset.split=disjoint reads it\); drop dataset.train_digits, or set dataset.split=disjoint",
+    ),
+    (
+        ["dataset=mnist5k", "dataset.split=disjoint", "dataset.test_fraction=0.2"],
+        r"dataset.test_fraction=0.2 is ignored by dataset.split=disjoint",
+    ),
+    (
+        ["experiment=digits/levi2021_even_odd", "dataset.label_map=null"],
+        r"experiment=digits/levi2021_even_odd is dataset.label_map=\[0,1,0,1,0,1,0,1,0,1\], but "
+        r"dataset.label_map=null was given, which would file another run under the experiment's name "
+        r"digits_levi2021 and figure levi2021/digits; drop dataset.label_map=null to run the experiment, or "
+        r"label the run as your own with name=<name> report.figure=<paper>/<what>",
+    ),
+    (
+        ["experiment=digits/le2019_noise", "dataset=mnist5k"],
+        r"experiment=digits/le2019_noise is dataset=digits, but dataset=mnist5k was given, which would file "
+        r"another run under the experiment's name digits_le2019 and figure le2019/digits",
+    ),
+    (
+        ["experiment=digits/levi2021_even_odd", "noise=uniform"],
+        r"experiment=digits/levi2021_even_odd is noise=none, but noise=uniform was given",
+    ),
+    # Rule 2: a run writes only into its own folder ({finished}: another run's, finished).
+    (
+        [
+            "seed=1",
+            "callbacks.checkpoint.dirpath={finished}/checkpoints",
+            "callbacks.select.dirpath={finished}/checkpoints",
+        ],
+        r"callbacks.checkpoint.dirpath=.*/finished/checkpoints is outside the run's folder .*: every "
+        r"folder a run writes lies in its own .*; "
+        r"use callbacks.checkpoint.dirpath=\$\{paths.output_dir\}/<folder>",
+    ),
+    (
+        ["callbacks.checkpoint.dirpath=${paths.output_dir}/.."],
+        r"callbacks.checkpoint.dirpath=.*/run/.. is above the run's folder",
+    ),
+    (
+        ["logger=[csv,tensorboard]", "logger.tensorboard.save_dir={finished}"],
+        r"logger.tensorboard.save_dir=.*/finished is outside the run's folder",
+    ),
+    (
+        ["seed=1", "hydra.run.dir={finished}/checkpoints"],
+        r"hydra.run.dir=.*/finished/checkpoints is inside the run folder .*/finished, whose files it would "
+        r"mix with",
+    ),
+    (
+        ["seed=1", "hydra.run.dir={finished}/nested"],
+        r"hydra.run.dir=.*/finished/nested is inside the run folder",
+    ),
+    (["hydra.run.dir={finished}/.."], r"hydra.run.dir=.* holds the run .*/finished below it"),
+    # Rule 3: only a real result is finished.
+    (
+        ["+trainer.limit_train_batches=0"],
+        r"trainer.limit_train_batches=0 trains no step: the untrained network would be tested and recorded",
+    ),
+    (["trainer.max_epochs=0"], r"trainer.max_epochs=0 trains no step, but the backbone has weights to train"),
+    (
+        ["+trainer.limit_val_batches=0"],
+        r"trainer.limit_val_batches=0 runs no validation, so optimized_metric=val/recall@1 would select "
+        r"nothing .*; drop it, or train without a validation split: data.val_fraction=0",
+    ),
+    (
+        ["optimized_metric=test/recall@1"],
+        r"optimized_metric=test/recall@1 is a test-split metric: .* tunes on the test split; choose one of: "
+        r"val/recall@1, .*; e.g. optimized_metric=val/recall@1",
+    ),
+    (["optimized_metric=train/loss"], r"optimized_metric=train/loss is a training metric"),
+    (
+        ["data.val_fraction=0", "optimized_metric=test_epoch/recall@1"],
+        r"optimized_metric=test_epoch/recall@1 is a test-split metric",
+    ),
+    (
+        ["callbacks.early_stop={_target_: pytorch_lightning.callbacks.EarlyStopping, monitor: test/nmi}"],
+        r"callbacks.early_stop.monitor=test/nmi watches the test split",
+    ),
+    # Rule 5: degenerate parameters, with the range.
+    (
+        ["loss=contrastive", "loss.neg_margin=-1"],
+        r"loss.neg_margin=-1 must be >= 0 \(a negative margin is met by every pair, so no pair is ever "
+        r"penalised\); e.g. loss.neg_margin=1",
+    ),
+    (
+        ["loss=contrastive_cosine", "loss.neg_margin=-2"],
+        r"loss.neg_margin=-2 is outside \[-1, 1\] \(a cosine",
+    ),
+    (["loss=multi_similarity", "loss.alpha=-2"], r"loss.alpha=-2 must be > 0 .*; e.g. loss.alpha=2"),
+    (["loss.distance.p=0"], r"loss.distance.p=0 must be >= 1 \(an Lp norm needs p >= 1"),
+    (["miner.distance.power=0"], r"miner.distance.power=0 must be > 0"),
+    (
+        ["miner=multi_similarity", "miner.epsilon=-0.1"],
+        r"miner.epsilon=-0.1 must be >= 0 \(a negative epsilon",
+    ),
+    (["miner=distance_weighted", "miner.cutoff=-0.5"], r"miner.cutoff=-0.5 must be >= 0"),
+    (["scheduler=cosine", "+scheduler.eta_min=-1"], r"scheduler.eta_min=-1 must be >= 0 \(the learning rate"),
+    (["loss=marginal", "loss.alpha=-0.2"], r"loss.alpha=-0.2 must be >= 0"),
+    (["loss=margin", "loss.nu=-1"], r"loss.nu=-1 must be >= 0"),
 ]
 
 
@@ -256,16 +358,43 @@ def data(tmp_path: Path) -> Path:
     return tmp_path / "features"
 
 
+@pytest.fixture
+def finished(tmp_path: Path) -> Path:
+    """Another run's folder, finished: its record, Hydra's and its checkpoints."""
+    run = tmp_path / "finished"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("[]\n")
+    (run / "checkpoints").mkdir()
+    for name in ("best.ckpt", "last.ckpt"):
+        (run / "checkpoints" / name).write_bytes(name.encode())
+    (run / "results.json").write_text(json.dumps({"status": "finished", "metrics": {"test/recall@1": 0.9}}))
+    return run
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()} | {
+        str(p.relative_to(folder)): b"" for p in folder.rglob("*") if p.is_dir()
+    }
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"), BAD_INPUTS, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
 )
 def test_bad_input_is_refused_before_training_with_key_value_and_fix(
-    compose_config, data, overrides, message
+    compose_config, data, finished, overrides, message
 ):
-    cfg = compose_config(*(o.replace("{data}", str(data)) for o in overrides))
+    given = [o.replace("{data}", str(data)).replace("{finished}", str(finished)) for o in overrides]
+    run_dir = [o.split("=", 1)[1] for o in given if o.startswith("hydra.run.dir=")]
+    cfg = compose_config(*(o for o in given if not o.startswith("hydra.run.dir=")))
+    if run_dir:
+        with open_dict(cfg):
+            cfg.paths.output_dir = run_dir[0]
+    before = _files(finished)
     with pytest.raises(BadInput, match=message):
         train(cfg)
-    assert_nothing_trained(cfg)
+    assert _files(finished) == before, "another run's folder was touched"
+    if not run_dir:
+        assert_nothing_trained(cfg)
 
 
 def _documented_inputs() -> list[tuple[str, ...]]:
@@ -279,7 +408,9 @@ def test_the_documented_bad_inputs_are_the_ones_tested():
     tested = []
     for case in BAD_INPUTS:
         overrides = case.values[0] if hasattr(case, "values") else case[0]
-        tested.append(tuple(o.replace("{data}", "<data>") for o in overrides))
+        tested.append(
+            tuple(o.replace("{data}", "<data>").replace("{finished}", "<finished run>") for o in overrides)
+        )
     assert len(tested) >= 30
     documented = _documented_inputs()
     assert [t for t in tested if t not in documented] == [], "tested, not in docs/reference/bad-input.md"

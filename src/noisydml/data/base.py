@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -92,3 +94,21 @@ class Splits:
     @property
     def num_train_classes(self) -> int:
         return len(np.unique(self.train.labels))
+
+
+def refuse_unread_keys(
+    split_key: str, split: str, given: Mapping[str, Any], read_by: Mapping[str, tuple[str, ...]]
+) -> None:
+    """A data set's keys that only some of its splits read (``read_by``: key -> those splits), refused when
+    given (not null) under a split that ignores them: the run would record a value it never used
+    (``dataset.train_digits=[0,1]`` under ``split=same_classes`` trains on every digit)."""
+    for key, splits in read_by.items():
+        value = given[key]
+        if value is not None and split not in splits:
+            listed = not isinstance(value, str) and isinstance(value, Sequence)
+            shown = f"[{','.join(str(v) for v in value)}]" if listed else value
+            readers = " or ".join(f"dataset.{split_key}={s}" for s in splits)
+            raise ValueError(
+                f"dataset.{key}={shown} is ignored by dataset.{split_key}={split} (only {readers} reads it); "
+                f"drop dataset.{key}, or set {readers.split(' or ')[0]}"
+            )

@@ -7,18 +7,22 @@ import torch
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from noisydml.data.base import Splits, TensorDataset
+from noisydml.data.base import Splits, TensorDataset, refuse_unread_keys
 
 SPLITS = ("same_classes", "disjoint")
 DIGITS = tuple(range(10))
+# The keys only one split reads (null: that split's default, below).
+READ_BY = {"test_fraction": ("same_classes",), "split_seed": ("same_classes",), "train_digits": ("disjoint",)}
+DEFAULT_TEST_FRACTION, DEFAULT_SPLIT_SEED, DEFAULT_TRAIN_DIGITS = 0.3, 0, (0, 1, 2, 3, 4)
 
 
 class Digits:
     """1,797 8x8 grayscale digits, 10 classes, as (1, 8, 8) tensors scaled to [0, 1].
 
-    ``split="same_classes"`` (default): a stratified 70/30 split of every class, seeded by
-    ``split_seed`` (fixed across runs, so seeds vary the training, not the test set).
-    ``split="disjoint"``: the zero-shot protocol, ``train_digits`` for training and the rest for testing.
+    ``split="same_classes"`` (default): a stratified split of every class, ``test_fraction`` (0.3) of it
+    tested, seeded by ``split_seed`` (0; fixed across runs, so seeds vary the training, not the test set).
+    ``split="disjoint"``: the zero-shot protocol, ``train_digits`` (0-4) for training and the rest for
+    testing. A key the chosen split does not read is refused when given (left null it takes the default).
     ``label_map`` optionally maps each training digit to the label the model learns (Levi et al.'s
     even/odd: [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]). The test split keeps the true digits: Levi et al. 2021
     (Sec. 5.1, Table 1) train on digits 0-5 labelled even/odd and score Recall@k on digits 6-9 by digit,
@@ -27,25 +31,31 @@ class Digits:
     """
 
     name = "digits"
+    # What decides which samples train and test, under which labels: a run's identity
+    # (noisydml.run.identity).
+    split_keys = ("split", *READ_BY, "label_map")
 
     def __init__(
         self,
         split: str = "same_classes",
-        test_fraction: float = 0.3,
-        split_seed: int = 0,
+        test_fraction: float | None = None,
+        split_seed: int | None = None,
         train_digits: list[int] | None = None,
         label_map: list[int] | None = None,
     ):
         if split not in SPLITS:
             raise ValueError(f"dataset.split={split!r} is not one of {SPLITS}")
+        given = {"test_fraction": test_fraction, "split_seed": split_seed, "train_digits": train_digits}
+        refuse_unread_keys("split", split, given, READ_BY)
+        test_fraction = DEFAULT_TEST_FRACTION if test_fraction is None else test_fraction
         if not 0 < test_fraction < 1:
             raise ValueError(f"dataset.test_fraction={test_fraction} is outside (0, 1)")
         if label_map is not None and len(label_map) != 10:
             raise ValueError(f"dataset.label_map has {len(label_map)} entries; digits need 10")
         self.split = split
         self.test_fraction = test_fraction
-        self.split_seed = split_seed
-        self.train_digits = list(range(5)) if train_digits is None else list(train_digits)
+        self.split_seed = DEFAULT_SPLIT_SEED if split_seed is None else split_seed
+        self.train_digits = list(DEFAULT_TRAIN_DIGITS if train_digits is None else train_digits)
         self.label_map = None if label_map is None else np.asarray(label_map, dtype=np.int64)
         self._check_training_digits()
 

@@ -11,9 +11,11 @@ import torchvision.datasets
 from torchvision import transforms
 from torchvision.datasets import VisionDataset
 
-from noisydml.data.base import DatasetLayoutError, LabeledDataset, Splits
+from noisydml.data.base import DatasetLayoutError, LabeledDataset, Splits, refuse_unread_keys
 
 CLASSES_SPLITS = ("same", "disjoint")
+# The keys only one classes_split reads.
+READ_BY = {"train_classes": ("disjoint",)}
 OMNIGLOT_LABELS = ("character", "alphabet")
 
 
@@ -84,6 +86,10 @@ class ClassesSplitDataset(TorchvisionDataset):
     keeps the true classes, which Levi et al. score by digit.
     """
 
+    # What decides which samples train and test, under which labels: a run's identity
+    # (noisydml.run.identity).
+    split_keys = ("classes_split", *READ_BY, "label_map")
+
     def __init__(
         self,
         root: str | Path,
@@ -99,11 +105,7 @@ class ClassesSplitDataset(TorchvisionDataset):
             raise ValueError(
                 f"dataset.classes_split={classes_split!r} must be one of {', '.join(CLASSES_SPLITS)}"
             )
-        if train_classes is not None and classes_split != "disjoint":
-            raise ValueError(
-                f"dataset.train_classes={train_classes} only applies with dataset.classes_split=disjoint "
-                f"(got {classes_split!r})"
-            )
+        refuse_unread_keys("classes_split", classes_split, {"train_classes": train_classes}, READ_BY)
         self.classes_split = classes_split
         self.train_classes = train_classes
         self.label_map = None if label_map is None else np.asarray(label_map, dtype=np.int64)
@@ -209,6 +211,9 @@ class Omniglot(TorchvisionDataset):
     # Black strokes on white: about 8% of the pixels are 0, the rest 1; the std of such binary
     # pixels follows from the mean, sqrt(m * (1 - m)).
     mean, std = (0.9221,), (0.2681,)
+    # What decides which samples train and test, under which labels: a run's identity
+    # (noisydml.run.identity).
+    split_keys = ("labels", "test_labels")
 
     def __init__(
         self,

@@ -339,7 +339,9 @@ def failure(results: dict) -> str:
     """Why a run did not finish, in a line: its recorded status and error, or that it left no record."""
     if not results:
         return "no results.json: killed before it could write one (SIGKILL, out of memory) or still running"
-    status, error = results.get("status", "?"), str(results.get("error") or "").strip()
+    # A run that ran to its end but is no result (debug, unselected) says why in ``reason``.
+    status = results.get("status", "?")
+    error = str(results.get("error") or results.get("reason") or "").strip()
     text = f"{status}: {error.splitlines()[0] if error else results.get('error_type', '')}"
     return f"{text} (resume: {results['resume']})" if results.get("resume") else text
 

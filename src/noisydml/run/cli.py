@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from noisydml import CONFIG_DIR
 from noisydml.run.numerics import apply_numerics
+from noisydml.run.run_folders import check_folder_argument
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.checks import check_writable
 from noisydml.utils.errors import BadInput
@@ -107,6 +108,8 @@ def check_arguments(argv: list[str]) -> None:
             )
         if key in ("hydra.run.dir", "hydra.sweep.dir") and not override.is_sweep_override():
             check_writable(Path(values[0]).expanduser(), key, f"{key}=...", keep=False)
+            # The value itself, unquoted ('a,b=c' names a sweep job's folder).
+            check_folder_argument(key, Path(str(override.value())).expanduser())
         if not key.startswith("hydra") and key not in excluded:
             prefix = argument[: len(argument) - len(argument.lstrip("+~"))]
             job_name_parts.append(max(len(f"{prefix}{key}={v}".encode()) for v in named or [""]))

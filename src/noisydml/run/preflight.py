@@ -36,7 +36,11 @@ from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.run_fields import method_groups
 from noisydml.loggers.wandb_mode import choose_wandb_mode, logs_to_wandb
+from noisydml.run.identity import check_identity
+from noisydml.run.ranges import check_ranges
+from noisydml.run.real_result import check_selection, check_trains
 from noisydml.run.results import config_differences
+from noisydml.run.run_folders import check_output_folders
 from noisydml.utils.checks import Rule, check_value, check_writable
 from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import quiet_wandb
@@ -56,10 +60,13 @@ class Prepared:
 def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     """Check and build everything training needs, refusing bad input before the first step."""
     check_config(cfg)
+    check_ranges(cfg)
     check_method(choices)
+    check_identity(cfg, choices)
     check_hardware(cfg)
     for key, path in _checkpoint_dirs(cfg):
         check_output_dir(Path(path), key)
+    check_output_folders(OmegaConf.to_container(cfg, resolve=True), run.path)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
     if logs_to_wandb(cfg.logger):
         choose_wandb_mode()
@@ -91,6 +98,8 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
         **cfg.module,
     )
     check_metrics(cfg, datamodule, model.metrics)
+    check_selection(cfg, datamodule, model.metrics)
+    check_trains(cfg, model.has_parameters_to_train())
     check_one_batch(model, datamodule, choices)
     return Prepared(checkpoint, datamodule, model)
 
@@ -139,7 +148,15 @@ RULES = (
     Rule("metrics.kmeans_restarts", int, 1, example="metrics.kmeans_restarts=5"),
     Rule("loss.margin", float, 0, optional=True, example="loss.margin=0.2"),
     Rule("miner.margin", float, 0, optional=True, example="miner.margin=0.2"),
-    Rule("dataset.test_fraction", float, 0, 1, open_low=True, example="dataset.test_fraction=0.3"),
+    Rule(
+        "dataset.test_fraction",
+        float,
+        0,
+        1,
+        open_low=True,
+        optional=True,
+        example="dataset.test_fraction=0.3",
+    ),
     Rule("callbacks.checkpoint.every_n_epochs", int, 1, optional=True, example="every_n_epochs=1"),
     Rule(
         "callbacks.checkpoint.every_n_train_steps", int, 1, optional=True, example="every_n_train_steps=500"

@@ -30,15 +30,17 @@ from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
 from noisydml.run.numerics import numerics_record
 from noisydml.run.preflight import check_output_dir, check_run_directory, prepare
+from noisydml.run.real_result import result_status
 from noisydml.run.requeue import RequeueAtStepEnd
 from noisydml.run.results import format_metrics, format_selection, versions
+from noisydml.run.run_folders import check_run_folder
 from noisydml.run.selection import ValidateLastEpoch, test_selected, watched_callbacks
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.atomic import atomic_write
 from noisydml.utils.errors import BadInput
 from noisydml.utils.metric_names import with_selected_names
 from noisydml.utils.quiet import silence_known_noise
-from noisydml.utils.run_directory import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, now
+from noisydml.utils.run_directory import FAILED, INTERRUPTED, RUNNING, RunDir, now
 
 silence_known_noise()
 
@@ -48,7 +50,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     run = RunDir(cfg.paths.output_dir)
     choices = group_choices()
     resolved = _resolve(cfg, run, choices)
-    # Nothing is written into the directory before it is known to hold no other run.
+    # Nothing is written into the directory before it is known to hold no other run, and to lie in none.
+    check_run_folder(run)
     if (done := check_run_directory(run, resolved, cfg.resume)) is not None:
         print(f"{run.path} is already complete; skipping (delete its results.json to run it again)")
         return with_selected_names(done["metrics"])
@@ -151,7 +154,9 @@ def _train(
             print(f"nothing to train in backbone {type(model.backbone).__name__}: evaluating it as it is")
         metrics, selection = test_selected(trainer, model, datamodule, cfg.optimized_metric)
         noise = datamodule.noise_summary()
-        _log_summary(trainer, summary_fields(FINISHED, selection, noise, time.perf_counter() - started))
+        trained = not cfg.get("ckpt_path") and model.has_parameters_to_train()
+        status, reason = result_status(cfg, record["choices"], datamodule, selection, trained)
+        _log_summary(trainer, summary_fields(status, selection, noise, time.perf_counter() - started))
     except BaseException as error:
         _log_summary(trainer, summary_fields(_end_status(error), wall_time_s=time.perf_counter() - started))
         raise
@@ -163,7 +168,8 @@ def _train(
     datamodule.write_labels(run.labels, run.unlabeled, run.validation)
     model.hooks.save(run.path)
     results = run.write_results(
-        FINISHED,
+        status,
+        **({"reason": reason} if reason else {}),
         metrics=metrics,
         selection=selection,
         noise=noise,
@@ -181,6 +187,8 @@ def _train(
     if (selected := format_selection(selection)) is not None:
         print(selected)
     print(f"run directory: {run.path.resolve()}\nresults: {results}")
+    if reason:
+        print(f"recorded as {status}, not finished: {reason}")
     return metrics
 
 

@@ -9,7 +9,9 @@ logic ask it for paths instead of spelling them. ``results.json`` is written las
 - ``finished``: the test metrics are in it (runs before this field was renamed say ``complete``);
 - ``failed``: ``error`` holds the message and ``traceback`` the file with the full traceback;
 - ``interrupted``: stopped by a signal (preemption, ``scancel``, a time limit) with its checkpoint
-  written; ``resume`` is the command that continues it.
+  written; ``resume`` is the command that continues it;
+- ``debug`` and ``unselected``: ran to its end but is not a result (a debug mode; a selection metric
+  never produced), ``reason`` says why; the metrics are kept, the report leaves the run out.
 
 ``started_at`` and ``ended_at`` (UTC, ISO 8601) are when this attempt at the run started and when it
 stopped, however it stopped; a resumed run's are its last attempt's, as ``wall_time_s`` is.
@@ -29,6 +31,8 @@ from typing import Any
 from noisydml.utils.atomic import atomic_write, write_json
 
 RUNNING, FINISHED, FAILED, INTERRUPTED = "running", "finished", "failed", "interrupted"
+# Ran to its end, but not a result (noisydml.run.real_result).
+DEBUG, UNSELECTED = "debug", "unselected"
 # The status of a finished run written before the statuses above existed.
 LEGACY_FINISHED = "complete"
 CHECKPOINTS, LAST, PREVIOUS, BEST = "checkpoints", "last.ckpt", "previous.ckpt", "best.ckpt"

@@ -1,0 +1,143 @@
+"""A run's identity is what ran: an experiment's labels (``name``, ``report.figure``, ``report.dataset``)
+describe the data set, classes, label map, noise and method its file composes, so a run that changes one
+of those is refused under them (:func:`check_identity`).
+
+What an experiment fixes is read from the experiment composed alone (``experiment=<x>``, nothing else):
+the options of :data:`IDENTITY_GROUPS` and, of the data set, the keys its class says decide which
+samples train and test under which labels (``split_keys``: a digits split, its training digits, a label
+map), and every key of the noise. What the experiment's own sweep varies (``hydra.sweeper.params``:
+``method``, ``noise.rate``, ``seed``) is free. A run that departs from it on anything else is refused,
+unless it is given labels of its own (``name=`` and ``report.figure=``), which files it elsewhere.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import get_object
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from noisydml import CONFIG_DIR
+from noisydml.utils.errors import BadInput
+
+# The groups whose option is part of what a run is: its data, its noise, its method (a loss and a miner).
+IDENTITY_GROUPS = ("dataset", "noise", "method", "loss", "miner")
+
+
+def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
+    """Refuse a run of ``experiment=`` whose data set, classes, label map, noise or method differ from the
+    experiment's, unless the run carries labels of its own."""
+    experiment = choices.get("experiment")
+    if not experiment:
+        return
+    swept = _experiment(str(experiment), ())[2]
+    # The groups the experiment sweeps (method=, noise=) as this run chose them: what they bring with them
+    # (a method's loss and miner) is then the experiment's too.
+    pinned = tuple((group, str(choices[group])) for group in sorted(swept) if choices.get(group) is not None)
+    own, own_choices, _ = _experiment(str(experiment), pinned)
+    if _raw(cfg, "name") != _raw(own, "name") and _raw(cfg, "report.figure") != _raw(own, "report.figure"):
+        return
+    for key, theirs, ours in _departures(cfg, choices, own, own_choices):
+        if _is_swept(key, swept):
+            continue
+        labels = f"name {_label(cfg, 'name')} and figure {_label(cfg, 'report.figure')}"
+        raise BadInput(
+            f"experiment={experiment} is {key}={_show(theirs)}, but {key}={_show(ours)} was given, which "
+            f"would file another run under the experiment's {labels}; drop {key}={_show(ours)} to run the "
+            f"experiment, or label the run as your own with name=<name> report.figure=<paper>/<what>"
+        )
+
+
+def _departures(
+    cfg: DictConfig, choices: dict[str, str], own: DictConfig, own_choices: dict[str, Any]
+) -> Iterator[tuple[str, Any, Any]]:
+    """``(key, the experiment's value, the run's)`` for each identity key on which they differ, the group
+    options first."""
+    for group in IDENTITY_GROUPS:
+        if str(choices.get(group)) != str(own_choices.get(group)):
+            yield group, own_choices.get(group), choices.get(group)
+    if str(choices.get("dataset")) != str(own_choices.get("dataset")):
+        return
+    for key in sorted(set(_identity_keys(own)) | set(_identity_keys(cfg))):
+        theirs, ours = _raw(own, key), _raw(cfg, key)
+        if theirs != ours:
+            yield key, theirs, ours
+
+
+def _identity_keys(cfg: DictConfig) -> Iterator[str]:
+    """The data set's split keys (of its class and of any data set it is built from, e.g. the source of
+    extracted features) and every key of the noise."""
+    for path, node in _target_nodes(cfg.get("dataset"), "dataset"):
+        try:
+            target = get_object(node["_target_"])
+        except Exception:
+            continue
+        for key in getattr(target, "split_keys", ()):
+            yield f"{path}.{key}"
+    noise = cfg.get("noise")
+    if isinstance(noise, DictConfig):
+        for key in noise:
+            if key != "seed":
+                yield f"noise.{key}"
+
+
+def _target_nodes(node: Any, path: str) -> Iterator[tuple[str, DictConfig]]:
+    if isinstance(node, DictConfig) and not node._is_none():
+        if "_target_" in node:
+            yield path, node
+        for key in node:
+            yield from _target_nodes(node._get_node(key), f"{path}.{key}")
+
+
+def _raw(cfg: DictConfig, key: str) -> Any:
+    """The value at ``key`` as written (an interpolation as its text), None where there is none."""
+    node = cfg
+    for part in key.split("."):
+        if not isinstance(node, DictConfig) or part not in node:
+            return None
+        node = node._get_node(part)
+    if isinstance(node, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(node, resolve=False)
+    return node._value()
+
+
+def _label(cfg: DictConfig, key: str) -> Any:
+    """The run's label at ``key`` as it resolves (a protocol derives it from the experiment's name)."""
+    try:
+        return OmegaConf.select(cfg, key)
+    except Exception:
+        return _raw(cfg, key)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return f"[{','.join(_show(v) for v in value)}]"
+    return "null" if value is None else str(value)
+
+
+def _is_swept(key: str, swept: frozenset[str]) -> bool:
+    """The experiment's sweep varies ``key`` or a group or node above it (``noise`` frees ``noise.rate``)."""
+    parts = key.split(".")
+    return any(".".join(parts[:i]) in swept for i in range(1, len(parts) + 1))
+
+
+@functools.cache
+def _experiment(
+    experiment: str, pinned: tuple[tuple[str, str], ...]
+) -> tuple[DictConfig, dict[str, Any], frozenset[str]]:
+    """The experiment composed with nothing but the ``pinned`` group options of its sweep: its config, its
+    group options and the keys its sweep varies."""
+    overrides = [f"experiment={experiment}", *(f"{group}={option}" for group, option in pinned)]
+    if GlobalHydra.instance().is_initialized():
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    else:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    choices = dict(cfg.hydra.runtime.choices)
+    params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None) or {}
+    swept = frozenset(str(key).lstrip("+~") for key in params)
+    return cfg, choices, swept

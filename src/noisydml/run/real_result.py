@@ -1,0 +1,114 @@
+"""Only a real result is ``finished``.
+
+Refused before training: a run that would train no step (``trainer.limit_train_batches=0``, or
+``trainer.max_epochs=0`` with weights to train), that would select on nothing (``limit_val_batches=0``
+beside a validation split) and a selection metric that is not a validation metric the run produces
+(``optimized_metric=test/recall@1`` would select on the test split, ``train/loss`` on the noisy labels).
+
+Recorded with another status, which the report leaves out, saying why (:func:`result_status`): a run in a
+debug mode (``debug=``, Lightning's ``fast_dev_run``, ``overfit_batches``, ``limit_*_batches``), whose
+metrics are not the config's result, is ``debug``; a run whose selection metric was never produced (it
+stopped before any validation) is ``unselected``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from noisydml.utils.errors import BadInput
+from noisydml.utils.run_directory import DEBUG, FINISHED, UNSELECTED
+
+# The validation stage the selection reads; test/, test_epoch/ and train/ are never selected on.
+VALIDATION = "val"
+# Lightning's flags that run part of the data: their metrics are not a run's result.
+LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches")
+
+
+def check_trains(cfg: DictConfig, has_parameters_to_train: bool) -> None:
+    """Refuse a run that would train no step and record the untrained network as its result."""
+    limit = OmegaConf.select(cfg, "trainer.limit_train_batches", default=None)
+    if limit is not None and not isinstance(limit, bool) and limit == 0:
+        raise BadInput(
+            f"trainer.limit_train_batches={limit} trains no step: the untrained network would be tested and "
+            "recorded as the result; drop it (data.batches_per_epoch=N shortens an epoch)"
+        )
+    epochs = OmegaConf.select(cfg, "trainer.max_epochs", default=None)
+    if epochs == 0 and has_parameters_to_train and not cfg.get("ckpt_path"):
+        raise BadInput(
+            "trainer.max_epochs=0 trains no step, but the backbone has weights to train: the untrained "
+            "network would be recorded as the result; give trainer.max_epochs >= 1 (0 is for a backbone "
+            "with nothing to train, e.g. backbone=identity)"
+        )
+
+
+def check_selection(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
+    """``optimized_metric`` names a validation metric the run computes, no callback watches the test
+    split, and a run with a validation split validates."""
+    metric = str(cfg.get("optimized_metric") or "")
+    names = [f"{VALIDATION}/{name}" for name in evaluator.names()]
+    stage = metric.split("/", 1)[0]
+    if stage != VALIDATION or metric not in names:
+        what = {
+            "test": (
+                "a test-split metric: selecting on it, or a sweeper optimising it, tunes on the test split"
+            ),
+            "train": "a training metric, of the noisy training labels, not a validation one",
+        }
+        reason = what.get(stage.split("_")[0], "not a validation metric this run computes")
+        close = difflib.get_close_matches(f"{VALIDATION}/{metric.split('/', 1)[-1]}", names, n=1)
+        hint = f"; e.g. optimized_metric={close[0] if close else names[0] if names else 'val/recall@1'}"
+        raise BadInput(f"optimized_metric={metric} is {reason}; choose one of: {', '.join(names)}{hint}")
+    for name, node in (cfg.get("callbacks") or {}).items():
+        monitor = str(node.get("monitor") or "") if isinstance(node, DictConfig) else ""
+        if monitor.split("/", 1)[0].startswith("test"):
+            raise BadInput(
+                f"callbacks.{name}.monitor={monitor} watches the test split, which would then choose the "
+                f"result; watch a validation metric, e.g. callbacks.{name}.monitor={metric}"
+            )
+    limit = OmegaConf.select(cfg, "trainer.limit_val_batches", default=None)
+    selects = (cfg.get("callbacks") or {}).get("select") is not None
+    if datamodule.val_set is not None and selects and limit is not None and limit == 0:
+        raise BadInput(
+            f"trainer.limit_val_batches={limit} runs no validation, so optimized_metric={metric} would "
+            "select nothing and the last epoch be tested as if selected; drop it, or train without a "
+            "validation split: data.val_fraction=0"
+        )
+
+
+def debug_mode(cfg: DictConfig, choices: dict[str, str]) -> str | None:
+    """Why the run is a debug run and not a result (``debug=``, or a Lightning flag that runs part of the
+    data), None for a real run."""
+    if choices.get("debug"):
+        return f"debug={choices['debug']}"
+    trainer = cfg.get("trainer") or {}
+    if trainer.get("fast_dev_run"):
+        return f"trainer.fast_dev_run={trainer.fast_dev_run}"
+    if trainer.get("overfit_batches"):
+        return f"trainer.overfit_batches={trainer.overfit_batches}"
+    for key in LIMITS:
+        value = trainer.get(key)
+        # 1.0 (a float) is every batch; an int is a number of batches.
+        if value is not None and not (isinstance(value, float) and value == 1.0):
+            return f"trainer.{key}={value}"
+    return None
+
+
+def result_status(
+    cfg: DictConfig, choices: dict[str, str], datamodule: Any, selection: dict | None, trained: bool
+) -> tuple[str, str | None]:
+    """The status a run that ran to its end records, and why it is not ``finished`` (None when it is).
+    ``trained``: it fitted (an evaluation of given weights, or a backbone with nothing to train, selects
+    nothing by design)."""
+    if mode := debug_mode(cfg, choices):
+        return DEBUG, f"{mode} is a debug mode: its metrics are not a result; run without it for one"
+    selects = (cfg.get("callbacks") or {}).get("select") is not None
+    if trained and datamodule.val_set is not None and selects and not (selection or {}).get("metric"):
+        return UNSELECTED, (
+            f"optimized_metric={cfg.optimized_metric} was never logged (the run stopped before any "
+            "validation, e.g. at trainer.max_steps), so nothing was selected and test/ holds the last "
+            "epoch's scores; run to the end of an epoch that validates"
+        )
+    return FINISHED, None
