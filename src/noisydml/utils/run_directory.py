@@ -117,6 +117,11 @@ class RunDir:
         return self.checkpoints / PREVIOUS
 
     @property
+    def lock(self) -> Path:
+        """Held by the process running in the folder (:mod:`noisydml.utils.run_lock`); gone after it."""
+        return self.path / ".lock"
+
+    @property
     def wandb_dir(self) -> Path:
         return self.path / "wandb"
 
