@@ -124,11 +124,15 @@ def wandb_run_ids(run_dir: Path) -> set[str]:
 
 
 def wandb_history(run_dir: Path) -> dict[int, dict[str, float]]:
-    """Every W&B value the run's offline folders hold, by W&B step; a step logged in two folders (a killed
-    run's last steps, logged again after the resume) must hold the same values in both."""
+    """Every W&B value the run's offline folders hold, by W&B step; each step is in one folder only (a
+    resumed run logs none of the steps the folders before it hold), and every folder after the first is
+    marked resumed."""
     history: dict[int, dict[str, float]] = {}
-    for path in sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb")):
+    for n, path in enumerate(sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))):
+        before = set(history)
         for record in records(path):
+            if record.WhichOneof("record_type") == "run":
+                assert record.run.resumed == (n > 0), f"{path}: resumed is {record.run.resumed}"
             if record.WhichOneof("record_type") != "history":
                 continue
             row = {(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in record.history.item}
@@ -136,6 +140,7 @@ def wandb_history(run_dir: Path) -> dict[int, dict[str, float]]:
             row = {k: v for k, v in row.items() if k not in ("_timestamp", "_runtime")}
             if "trainer/global_step" in row:
                 assert row["trainer/global_step"] == step, "W&B's step is not the trainer's"
+            assert step not in before, f"step {step} logged again in {path}"
             known = history.setdefault(step, {})
             assert all(known[k] == v for k, v in row.items() if k in known), f"step {step} logged twice"
             known.update(row)
