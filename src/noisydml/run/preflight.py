@@ -36,6 +36,14 @@ from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.run_fields import method_groups
 from noisydml.loggers.wandb_mode import choose_wandb_mode
+from noisydml.run.consumers import (
+    check_consumer_keys,
+    check_metric_sizes,
+    check_optimization,
+    check_precision,
+    check_trainer,
+    check_types,
+)
 from noisydml.run.results import config_differences
 from noisydml.utils.checks import Rule, check_value, check_writable
 from noisydml.utils.errors import BadInput
@@ -56,8 +64,11 @@ class Prepared:
 def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     """Check and build everything training needs, refusing bad input before the first step."""
     check_config(cfg)
+    check_consumer_keys(cfg)
+    check_types(cfg)
     check_method(choices)
     check_hardware(cfg)
+    trainer = check_trainer(cfg)
     for key, path in _checkpoint_dirs(cfg):
         check_output_dir(Path(path), key)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
@@ -89,8 +100,11 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
         seed=cfg.seed,
         **cfg.module,
     )
+    check_optimization(cfg, model)
     check_metrics(cfg, datamodule, model.metrics)
+    check_metric_sizes(datamodule, model.metrics)
     check_one_batch(model, datamodule, choices)
+    check_precision(cfg, trainer, model, datamodule)
     return Prepared(checkpoint, datamodule, model)
 
 

@@ -138,11 +138,30 @@ class RunDir:
         return latest.resolve().name.rsplit("-", 1)[-1]
 
     def read_results(self) -> dict | None:
-        """``results.json``, or None when there is none or it cannot be parsed."""
+        """``results.json``, or None when there is none or it is not a run's record (:meth:`damage`)."""
         try:
-            return json.loads(self.results.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            results = json.loads(self.results.read_text())
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
             return None
+        return results if isinstance(results, dict) else None
+
+    def damage(self) -> str | None:
+        """Why ``results.json`` is not a run's record (cut short by a copy or a full disk, not JSON, not a
+        mapping with a status), as a phrase after its path; None when it is one, or when there is none."""
+        try:
+            text = self.results.read_text()
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as error:
+            return f"cannot be read ({getattr(error, 'strerror', None) or error})"
+        try:
+            results = json.loads(text)
+        except json.JSONDecodeError as error:
+            return f"is cut short or not JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+        if not isinstance(results, dict) or "status" not in results:
+            shown = text.strip()[:40] or "nothing"
+            return f"holds {shown}, not a run's record (a mapping with a status)"
+        return None
 
     def finished_results(self) -> dict | None:
         """``results.json`` of a finished run, else None."""
