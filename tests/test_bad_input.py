@@ -444,6 +444,13 @@ CLI_BAD_INPUTS = [
     ("name=\u00e9", "name=\u00e9 cannot be read (LexerNoViableAltException: name=\u00e9); quote a value"),
     ("name=" + "x" * 300, "is longer than the 255 bytes a folder name may have"),
     ("hydra.run.dir=/proc/noisydml/run", "hydra.run.dir=/proc/noisydml/run cannot be written (No such file"),
+    # Issue 37, rule 6: a search is a sweep, with a budget and a direction.
+    (
+        "hparams_search=rdml_eta",
+        "hparams_search=rdml_eta is a search, a study of many runs: run it as a sweep with -m",
+    ),
+    ("hydra.sweeper.n_trials=0", "hydra.sweeper.n_trials=0 is not a number of trials; give one >= 1"),
+    ("hydra.sweeper.direction=up", "hydra.sweeper.direction=up is not an option; use one of: maximize"),
 ]
 
 

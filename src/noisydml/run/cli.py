@@ -167,6 +167,7 @@ def main() -> None:
     arguments = resume_arguments(sys.argv[1:])
     try:
         check_arguments(arguments)
+        sweep_progress.check_search_arguments(arguments)
     except BadInput as error:
         sys.exit(str(error))
     sys.argv[1:] = arguments
