@@ -26,6 +26,7 @@ from noisydml.utils.errors import BadInput
 from noisydml.utils.run_directory import FAILED, FINISHED, LEGACY_FINISHED, RunDir
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
 @dataclass
@@ -47,6 +48,9 @@ STATES = {FINISHED: "finished", LEGACY_FINISHED: "finished", FAILED: "failed"}
 class SweepProgress(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _sweep
+        if config.hydra.launcher.get("_target_") != BASIC_LAUNCHER:
+            # Jobs launched in other processes (submitit, joblib) start out of this one's sight.
+            return
         _sweep = Sweep(Path(str(config.hydra.sweep.dir)), _jobs(config))
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
