@@ -164,11 +164,13 @@ class RunDir:
         return None
 
     def finished_results(self) -> dict | None:
-        """``results.json`` of a finished run, else None."""
+        """``results.json`` of a finished run, else None; a run recorded finished without test metrics is
+        no result (a run that is skipped as done must have something to show)."""
         results = self.read_results()
         if results is None or results.get("status") not in (FINISHED, LEGACY_FINISHED):
             return None
-        return results
+        metrics = results.get("metrics")
+        return results if isinstance(metrics, dict) and metrics else None
 
     def write_results(self, status: str, **fields: Any) -> Path:
         """Write ``results.json`` atomically with ``status`` and ``fields``."""
