@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -334,6 +335,110 @@ BAD_INPUTS = [
     (["scheduler=cosine", "+scheduler.eta_min=-1"], r"scheduler.eta_min=-1 must be >= 0 \(the learning rate"),
     (["loss=marginal", "loss.alpha=-0.2"], r"loss.alpha=-0.2 must be >= 0"),
     (["loss=margin", "loss.nu=-1"], r"loss.nu=-1 must be >= 0"),
+    # Issue 37, rule 4: every key checked by its consumer before the first step.
+    (
+        ["+optimizer.eps=-1"],
+        r"optimizer.eps=-1 is refused by torch.optim.Adam \(Invalid epsilon value: -1\); give a value it "
+        r"takes, e.g. its default, optimizer.eps=1e-08",
+    ),
+    (
+        ["optimizer=rmsprop", "+optimizer.alpha=-1"],
+        r"optimizer.alpha=-1 is refused by torch.optim.RMSprop \(Invalid alpha value: -1\); "
+        r".*optimizer.alpha=0.99",
+    ),
+    (
+        ["optimizer=sgd", "+optimizer.nesterov=true", "optimizer.momentum=0"],
+        r"optimizer.nesterov=True is refused by torch.optim.SGD \(Nesterov momentum requires a momentum and "
+        r"zero dampening\)",
+    ),
+    pytest.param(
+        ["trainer.devices=-1"],
+        r"trainer.devices=-1 is refused by pytorch_lightning.Trainer \(`devices` selected with "
+        r"`CPUAccelerator` should be an int > 0.\); give a value it takes, e.g. its default, "
+        r"trainer.devices=auto",
+        marks=NO_GPU,
+    ),
+    pytest.param(
+        ["trainer.devices=[0]"],
+        r"trainer.devices=\[0\] is refused by pytorch_lightning.Trainer \(`devices` selected with",
+        marks=NO_GPU,
+    ),
+    pytest.param(
+        ["trainer.accelerator=mps"],
+        r"trainer.accelerator=mps is refused by pytorch_lightning.Trainer \(`MPSAccelerator` can not run on "
+        r"your system",
+        marks=pytest.mark.skipif(torch.backends.mps.is_available(), reason="valid on a Mac"),
+    ),
+    pytest.param(
+        ["+trainer.strategy=deepspeed"],
+        r"trainer.strategy=deepspeed is refused by pytorch_lightning.Trainer \(To use the "
+        r"`DeepSpeedStrategy`, you must have DeepSpeed installed",
+        marks=pytest.mark.skipif(importlib.util.find_spec("deepspeed") is not None, reason="installed"),
+    ),
+    (
+        ["+trainer.gradient_clip_algorithm=foo"],
+        r"trainer.gradient_clip_algorithm=foo is refused by pytorch_lightning.Trainer "
+        r"\(`gradient_clip_algorithm` foo is invalid. Allowed algorithms: \['value', 'norm'\].\)",
+    ),
+    (
+        ["trainer.num_nodes=2"],
+        r"trainer.num_nodes=2, but no cluster is there to start the other nodes .*; run it with "
+        r"hydra/launcher=slurm \(or torchrun on each node\), or use trainer.num_nodes=1",
+    ),
+    pytest.param(
+        ["trainer.precision=16-true"],
+        r"trainer.precision=16-true: the loss is nan (on the first batch|after the first step) in this "
+        r"precision .*; use "
+        r"trainer.precision=32-true, or bf16-mixed",
+        marks=NO_GPU,
+    ),
+    (
+        ["dataset.split_seed=-1"],
+        r"dataset.split_seed=-1 is outside \[0, 4294967296\); e.g. dataset.split_seed=0",
+    ),
+    (
+        ["dataset.test_fraction=0.995"],
+        r"dataset.test_fraction=0.995 leaves too few of the 1797 samples on one side for a split of each of "
+        r"the 10 classes \(.*\); e.g. dataset.test_fraction=0.3",
+    ),
+    (
+        ["metrics.knn_accuracy_k=100000"],
+        r"metrics.knn_accuracy_k=100000: the k-NN vote classifies a test item by its k nearest of the \d+ "
+        r"training samples; use k up to \d+, e.g. metrics.knn_accuracy_k=5",
+    ),
+    (
+        ["metrics.nmi_plus_factor=-1"],
+        r"metrics.nmi_plus_factor=-1 must be >= 1; e.g. metrics.nmi_plus_factor=2",
+    ),
+    (
+        ["backbone.normalize=maybe"],
+        r"backbone.normalize=maybe is not a boolean; give true or false, e.g. backbone.normalize=true",
+    ),
+    (["loss.swap=maybe"], r"loss.swap=maybe is not a boolean; give true or false, e.g. loss.swap=true"),
+    (
+        ["trainer.deterministic=maybe"],
+        r"trainer.deterministic=maybe is not a boolean; give true or false \(or warn\)",
+    ),
+    (["data.pin_memory=maybe"], r"data.pin_memory=maybe is not a boolean; give true or false"),
+    (
+        ["tags=foo"],
+        r"tags=foo is not a list; give one, e.g. tags=\[foo\] \(unbracketed, a string would be read",
+    ),
+    (
+        ["logger.csv.save_dir=/proc/noisydml"],
+        r"logger.csv.save_dir=/proc/noisydml cannot be written \(.*\); choose a writable folder with "
+        r"logger.csv.save_dir=...",
+    ),
+    (
+        ["data.filter={keep: true}"],
+        r"data.filter={keep:True} has no _target_, the class it builds; give it, e.g. "
+        r"'data.filter={_target_: noisydml.data.knn_filter.KnnLabelFilter}'",
+    ),
+    (
+        ["dataset=features", "dataset.root={data}/named", "backbone.trunk.in_features=8"],
+        r"features: .*/named/features.npz holds labels of type <U\d+ \('a', 'a', 'a', ...\); labels are "
+        r"class numbers: save them as integers",
+    ),
 ]
 
 
@@ -346,11 +451,13 @@ def data(tmp_path: Path) -> Path:
         np.repeat(np.arange(4), 6),
         np.tile(["train", "train", "train", "test", "test", "test"], 4),
     )
-    for name in ("good", "nan", "corrupt", "one_class"):
+    for name in ("good", "nan", "corrupt", "one_class", "named"):
         (tmp_path / "features" / name).mkdir(parents=True)
     np.savez(tmp_path / "features" / "good" / "features.npz", features=features, labels=labels, split=split)
     one = tmp_path / "features" / "one_class" / "features.npz"
     np.savez(one, features=features, labels=np.zeros_like(labels), split=split)
+    named = tmp_path / "features" / "named" / "features.npz"
+    np.savez(named, features=features, labels=np.array(list("abcd")).repeat(6), split=split)
     features[[3, 7]] = np.nan
     np.savez(tmp_path / "features" / "nan" / "features.npz", features=features, labels=labels, split=split)
     good = (tmp_path / "features" / "good" / "features.npz").read_bytes()
@@ -477,6 +584,13 @@ CLI_BAD_INPUTS = [
     ("name=\u00e9", "name=\u00e9 cannot be read (LexerNoViableAltException: name=\u00e9); quote a value"),
     ("name=" + "x" * 300, "is longer than the 255 bytes a folder name may have"),
     ("hydra.run.dir=/proc/noisydml/run", "hydra.run.dir=/proc/noisydml/run cannot be written (No such file"),
+    # Issue 37, rule 6: a search is a sweep, with a budget and a direction.
+    (
+        "hparams_search=rdml_eta",
+        "hparams_search=rdml_eta is a search, a study of many runs: run it as a sweep with -m",
+    ),
+    ("hydra.sweeper.n_trials=0", "hydra.sweeper.n_trials=0 is not a number of trials; give one >= 1"),
+    ("hydra.sweeper.direction=up", "hydra.sweeper.direction=up is not an option; use one of: maximize"),
 ]
 
 
@@ -502,3 +616,51 @@ def test_a_sweep_whose_job_folder_name_no_file_system_takes_is_refused_before_an
         "'hydra.sweep.subdir=${hydra.job.num}', or shorten the overrides"
     )
     assert not (tmp_path / "outputs").exists()
+
+
+def _report(*args: str) -> str:
+    from noisydml.report.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main([*args, "--no-wandb"])
+    return str(stopped.value.code)
+
+
+def _dashboard(*args: str) -> str:
+    from noisydml.dashboard.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(list(args))
+    return str(stopped.value.code)
+
+
+def test_the_other_commands_refuse_bad_folders_stores_and_values_in_one_line(tmp_path):
+    """Issue 37, rule 6: noisydml-report and noisydml-dashboard, as docs/reference/bad-input.md lists them."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    (tmp_path / "runs").mkdir()
+    cases = [
+        (_report(str(tmp_path / "nope")), f"noisydml-report: {tmp_path / 'nope'} does not exist; give sweep"),
+        (_report(str(a_file)), f"noisydml-report: {a_file} is not a folder; give sweep directories"),
+        (
+            _report(str(tmp_path / "runs"), "--name", "../elsewhere"),
+            "noisydml-report: --name '../elsewhere' is not a folder name (the report goes in "
+            "<--out>/<--name>)",
+        ),
+        (
+            _report(str(tmp_path / "runs"), "--out", "/proc/noisydml"),
+            "noisydml-report: --out=/proc/noisydml cannot be written",
+        ),
+        (_report(str(tmp_path / "runs")), f"noisydml-report: no runs under {tmp_path / 'runs'}"),
+        (
+            _dashboard(str(tmp_path), "--port", "99999"),
+            "noisydml-dashboard: --port 99999 is not a port; give one in 1-65535, or 0 for a free one",
+        ),
+        (
+            _dashboard(str(tmp_path), "--store", str(a_file)),
+            f"noisydml-dashboard: --store={a_file} cannot be written",
+        ),
+        (_dashboard(str(tmp_path / "nope")), f"noisydml-dashboard: {tmp_path / 'nope'}: no such folder"),
+    ]
+    for said, expected in cases:
+        assert said.startswith(expected) and "\n" not in said, said

@@ -1604,3 +1604,36 @@ def test_report_is_the_same_under_any_hash_seed(tmp_path: Path) -> None:
     assert outputs[0].keys() == outputs[1].keys() and {"comparisons.csv", "report.html"} <= outputs[0].keys()
     for name in outputs[0]:
         assert outputs[0][name] == outputs[1][name], name
+
+
+def test_the_report_tells_a_damaged_results_json_from_a_missing_one_and_counts_no_run_without_metrics(
+    tmp_path: Path,
+) -> None:
+    """Issue 37, rule 6: a results.json cut short or holding `[]` is damaged, not missing; a run recorded
+    `finished` without test metrics is not complete."""
+    whole = json.dumps({"status": "finished", "metrics": {"test/recall@1": 0.9}, "seed": 0})
+    records = {
+        "whole": whole,
+        "cut": whole[: len(whole) // 2],
+        "empty_list": "[]",
+        "missing": None,
+        "no_metrics": json.dumps({"status": "finished", "metrics": {}, "seed": 0}),
+    }
+    for name, text in records.items():
+        run_dir = tmp_path / "runs" / name
+        (run_dir / ".hydra").mkdir(parents=True)
+        (run_dir / ".hydra" / "overrides.yaml").write_text(f"- seed={len(name)}\n")
+        if text is not None:
+            (run_dir / "results.json").write_text(text)
+    runs = {run.path.name: run for run in collect([tmp_path / "runs"])}
+    assert runs["whole"].status == COMPLETE
+    assert {name: run.status for name, run in runs.items() if name != "whole"} == dict.fromkeys(
+        ["cut", "empty_list", "missing", "no_metrics"], FAILED
+    )
+    assert runs["cut"].error.startswith("damaged results.json: it is cut short or not JSON (")
+    assert runs["empty_list"].error.startswith(
+        "damaged results.json: it holds [], not a run's record (a mapping with a status); the run's end is "
+        f"unknown: continue it with noisydml resume={tmp_path / 'runs' / 'empty_list'}"
+    )
+    assert runs["missing"].error.startswith("no results.json: killed before it could write one")
+    assert runs["no_metrics"].error.startswith("finished but results.json holds no test metrics")

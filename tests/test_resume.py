@@ -7,9 +7,12 @@ import json
 import os
 import re
 import resource
+import shlex
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,11 +124,15 @@ def wandb_run_ids(run_dir: Path) -> set[str]:
 
 
 def wandb_history(run_dir: Path) -> dict[int, dict[str, float]]:
-    """Every W&B value the run's offline folders hold, by W&B step; a step logged in two folders (a killed
-    run's last steps, logged again after the resume) must hold the same values in both."""
+    """Every W&B value the run's offline folders hold, by W&B step; each step is in one folder only (a
+    resumed run logs none of the steps the folders before it hold), and every folder after the first is
+    marked resumed."""
     history: dict[int, dict[str, float]] = {}
-    for path in sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb")):
+    for n, path in enumerate(sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))):
+        before = set(history)
         for record in records(path):
+            if record.WhichOneof("record_type") == "run":
+                assert record.run.resumed == (n > 0), f"{path}: resumed is {record.run.resumed}"
             if record.WhichOneof("record_type") != "history":
                 continue
             row = {(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in record.history.item}
@@ -133,6 +140,7 @@ def wandb_history(run_dir: Path) -> dict[int, dict[str, float]]:
             row = {k: v for k, v in row.items() if k not in ("_timestamp", "_runtime")}
             if "trainer/global_step" in row:
                 assert row["trainer/global_step"] == step, "W&B's step is not the trainer's"
+            assert step not in before, f"step {step} logged again in {path}"
             known = history.setdefault(step, {})
             assert all(known[k] == v for k, v in row.items() if k in known), f"step {step} logged twice"
             known.update(row)
@@ -296,3 +304,132 @@ def test_a_checkpoint_that_does_not_fit_says_no_space_left_and_keeps_the_last_on
         resource.setrlimit(resource.RLIMIT_FSIZE, limits)
         signal.signal(signal.SIGXFSZ, handler)
     assert last.read_bytes() == kept and [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+# One short epoch, CSV only: the faults below are about the run folder, not about training.
+SHORT = [
+    "trainer.max_epochs=1",
+    "data.batches_per_epoch=3",
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+]
+
+
+def stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+@pytest.mark.slow
+def test_a_second_process_on_a_live_run_folder_is_refused_in_one_line_and_the_first_finishes(tmp_path):
+    """Rule 7 of issue 37: the first run, stopped mid-epoch (SIGSTOP) with its folder locked; a second
+    process on the folder, with the same config or another seed, is refused and touches nothing; the first
+    then finishes alone (every CSV row once). A dead holder (SIGKILL) holds nothing: the resume tests above
+    take a killed run's folder over."""
+    run_dir = tmp_path / "run"
+    pause = [KILL[0], "+callbacks.fault.step=2", "+callbacks.fault.signal=SIGSTOP"]
+    args = [NOISYDML, *SHORT, "cpu_threads=1", *pause, f"hydra.run.dir={run_dir}"]
+    env = {"WANDB_MODE": "offline", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env.update({k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ})
+    first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while not stopped(first.pid):
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read().decode()
+            time.sleep(0.2)
+        before = snapshot(run_dir)
+        for other in ([], ["seed=1"]):
+            second = cli(*SHORT, *pause, *other, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+            assert second.returncode == 1 and "Traceback" not in second.stderr
+            holder = f"pid {first.pid} on {socket.gethostname()}: {' '.join(args)}"
+            assert (
+                f"{run_dir} is in use by another noisydml process ({holder}); two processes in one run "
+                "folder overwrite each other's results: wait for it to end (or stop it), or run this one "
+                "in another folder (hydra.run.dir=... or hydra.sweep.dir=...)"
+            ) in second.stderr.splitlines()
+            assert snapshot(run_dir) == before
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+        out, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err.decode()
+    assert json.loads((run_dir / "results.json").read_text())["status"] == "finished"
+    steps = [row["step"] for row in metrics_rows(run_dir)]
+    assert len(steps) == len(set(steps))
+    # The lock goes with its holder.
+    assert not (run_dir / ".lock").exists()
+
+
+@pytest.mark.slow
+def test_a_write_killed_halfway_leaves_no_temporary_file_after_the_resume(compose_config):
+    """A kill during an atomic write (a checkpoint, results.json) leaves its temporary file; the run that
+    takes the folder over next removes it."""
+    interrupted = compose_config(*RUN, *KILL)
+    with pytest.raises(SystemExit):
+        train(interrupted)
+    run_dir = Path(interrupted.paths.output_dir)
+    left = [run_dir / "checkpoints" / ".last.ckpt.x1y2z3.tmp", run_dir / ".results.json.a1b2c3.tmp"]
+    for path in left:
+        path.write_bytes(b"")
+    train(compose_config(*RUN))
+    assert json.loads((run_dir / "results.json").read_text())["status"] == "finished"
+    assert [p for p in run_dir.rglob("*.tmp")] == []
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_line_with_the_command_that_continues_the_run(tmp_path):
+    """No space for last.ckpt, as a file-size limit that best.ckpt (1.3 MB) fits and last.ckpt (3.8 MB,
+    with Adam's state) does not: one line naming the file and the fix, no traceback."""
+    run_dir = tmp_path / "run"
+
+    def limit() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2_000_000, resource.RLIM_INFINITY))
+
+    env = {"WANDB_MODE": "offline", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env.update({k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ})
+    full = subprocess.run(
+        [NOISYDML, *SHORT, "cpu_threads=1", f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        preexec_fn=limit,
+    )
+    assert full.returncode == 1
+    assert "Traceback" not in full.stderr and "During handling" not in full.stderr
+    last = run_dir / "checkpoints" / "last.ckpt"
+    assert (
+        f"no space left to write {last} (the disk is full, or a quota or file-size limit is reached); "
+        f"free space, then continue the run with: noisydml resume={run_dir}"
+    ) in full.stderr.splitlines()
+    recorded = json.loads((run_dir / "results.json").read_text())
+    assert recorded["status"] == "failed" and "no space left" in recorded["error"]
+    assert list(run_dir.rglob("*.tmp")) == []
+
+
+@pytest.mark.slow
+def test_an_interrupted_sweep_says_what_ran_and_its_printed_command_continues_it(tmp_path):
+    """Ctrl-C in the second of three jobs: the sweep says job 0 finished, job 1 was interrupted, job 2
+    never started, and prints one command; that command skips job 0, resumes job 1 and runs job 2."""
+    fault = [KILL[0], "+callbacks.fault.step=4", "+callbacks.fault.signal=SIGINT", "+callbacks.fault.job=1"]
+    two_epochs = ["trainer.max_epochs=2", *SHORT[1:], "cpu_threads=1"]
+    sweep = [*two_epochs, *fault, "seed=0,1,2", "hydra.sweep.subdir=${hydra.job.num}"]
+    stopped_sweep = cli("-m", *sweep, cwd=tmp_path)
+    assert stopped_sweep.returncode == 128 + signal.SIGINT, stopped_sweep.stderr
+    (folder,) = (tmp_path / "outputs" / "sweeps" / "default").iterdir()
+    shown = " ".join([*two_epochs, *fault]).replace("=false", "=False")
+    jobs = [f"{n} ({shown} seed={n})" for n in range(3)]
+    said = stopped_sweep.stderr[stopped_sweep.stderr.index(f"the sweep in {folder}") :].splitlines()
+    assert said[1:4] == [f"  finished: {jobs[0]}", f"  interrupted: {jobs[1]}", f"  never started: {jobs[2]}"]
+    assert said[4] == "continue it (finished jobs are skipped, an interrupted one resumes) with:"
+    command = shlex.split(said[5])
+    assert command == ["noisydml", "-m", *sweep, f"hydra.sweep.dir={folder}"]
+
+    continued = cli(*command[1:], cwd=tmp_path)
+    assert continued.returncode == 0, continued.stderr
+    assert continued.stdout.count("already complete; skipping") == 1
+    assert continued.stdout.count("resuming from") == 1
+    runs = sorted(p.parent for p in folder.glob("*/results.json"))
+    assert len(runs) == 3
+    assert all(json.loads((run / "results.json").read_text())["status"] == "finished" for run in runs)

@@ -88,3 +88,21 @@ def test_a_failed_run_records_why_and_the_report_says_it(compose_config, tmp_pat
     with (report.directory / "runs.csv").open(newline="") as f:
         (row,) = csv.DictReader(f)
     assert row["status"] == "failed" and row["error"].startswith("failed: loss NaNAfter is nan")
+
+
+def test_a_record_cut_short_or_not_a_mapping_is_damaged_and_finished_needs_metrics(tmp_path):
+    """Issue 37, rule 6: what the report and the skip of a done run read in results.json."""
+    from noisydml.utils.run_directory import RunDir
+
+    run = RunDir(tmp_path)
+    assert run.damage() is None and run.read_results() is None  # none yet: not damaged, missing
+    whole = json.dumps({"status": "finished", "metrics": {"test/recall@1": 0.5}})
+    run.results.write_text(whole[:20])
+    assert run.damage().startswith("is cut short or not JSON (") and run.read_results() is None
+    run.results.write_text("[]")
+    assert run.damage() == "holds [], not a run's record (a mapping with a status)"
+    assert run.read_results() is None
+    run.results.write_text(json.dumps({"status": "finished", "metrics": {}}))
+    assert run.damage() is None and run.finished_results() is None
+    run.results.write_text(whole)
+    assert run.finished_results() == json.loads(whole)

@@ -25,7 +25,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.utils.atomic import atomic_write
-from noisydml.utils.errors import BadInput
+from noisydml.utils.errors import NO_SPACE, BadInput
 from noisydml.utils.run_directory import BEST, LAST, PREVIOUS, RunDir
 
 
@@ -44,12 +44,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except (OSError, RuntimeError) as error:
             # A short write surfaces from torch as "unexpected pos ..." and names neither file nor cause.
             short = isinstance(error, RuntimeError) and "unexpected pos" in str(error)
-            if not (short or getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)):
+            if not (short or getattr(error, "errno", None) in NO_SPACE):
                 raise
             raise OSError(
                 errno.ENOSPC,
-                f"no space left to write {path} (the disk is full, or a quota or file-size limit is "
-                "reached); free space, then continue the run with the command it printed",
+                f"no space left to write {path} (the disk is full, or a quota or file-size limit is reached)",
             ) from error
 
     def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None):

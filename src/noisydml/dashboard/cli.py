@@ -22,7 +22,11 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from noisydml.utils.checks import check_writable
+from noisydml.utils.errors import BadInput
+
 LOOPBACK = "127.0.0.1"
+MAX_PORT = 65535
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -71,6 +75,16 @@ def main(argv: list[str] | None = None) -> None:
     missing = [str(d) for d in args.dirs if not d.is_dir()]
     if missing:
         sys.exit(f"noisydml-dashboard: {', '.join(missing)}: no such folder; give run or sweep folders")
+    if not 0 <= args.port <= MAX_PORT:
+        sys.exit(
+            f"noisydml-dashboard: --port {args.port} is not a port; give one in 1-{MAX_PORT}, or 0 for a "
+            "free one"
+        )
+    if args.store is not None:
+        try:
+            check_writable(args.store, "--store", "--store <a folder of yours>")
+        except BadInput as error:
+            sys.exit(f"noisydml-dashboard: {error}")
     try:
         import mlflow  # noqa: F401
     except ImportError:
@@ -80,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         store = args.store or Path(temporary)
         try:
             imported = build_store(args.dirs, store)
-        except FileNotFoundError as error:
+        except (FileNotFoundError, BadInput) as error:
             sys.exit(f"noisydml-dashboard: {error}")
         url = f"http://{LOOPBACK}:{port}"
         for experiment in imported:

@@ -17,6 +17,7 @@ import csv
 import hashlib
 import json
 import math
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,6 +30,7 @@ from mlflow.tracking import MlflowClient
 from noisydml.loggers.mlflow_names import mlflow_key
 from noisydml.loggers.run_fields import UNNAMED_PREFIXES, choice_keys, method_label, run_name, summary_fields
 from noisydml.utils.metric_names import SELECTED, selected, with_selected_names
+from noisydml.utils.run_directory import RunDir
 
 RESULTS = "results.json"
 HISTORY = Path("csv") / "metrics.csv"
@@ -76,11 +78,17 @@ def find_runs(folder: Path) -> Iterator[Path]:
 def import_folder(client: MlflowClient, folder: Path) -> Imported:
     """One MLflow experiment named for ``folder``, one run per run directory below it."""
     folder = folder.resolve()
-    runs = [_read(run_dir) for run_dir in find_runs(folder)]
+    runs = []
+    for run_dir in find_runs(folder):
+        if (damage := RunDir(run_dir).damage()) is not None:
+            # One damaged record (a copy cut short) leaves the others to show.
+            print(f"skipped {run_dir}: its {RESULTS} {damage}", file=sys.stderr)
+        else:
+            runs.append(_read(run_dir))
     if not runs:
         raise FileNotFoundError(
-            f"{folder}: no run directory there (none holds a {RESULTS}); give a run or sweep folder a "
-            "noisydml command printed, e.g. outputs/sweeps/default/<time>"
+            f"{folder}: no run directory there (none holds a readable {RESULTS}); give a run or sweep folder "
+            "a noisydml command printed, e.g. outputs/sweeps/default/<time>"
         )
     name = f"{folder.parent.name}/{folder.name}"
     # The kind that opens on the runs table (MLflow 3 opens others on its GenAI traces overview).

@@ -97,12 +97,21 @@ class Digits:
     def splits(self) -> Splits:
         images, labels = self.images_and_labels()
         if self.split == "same_classes":
-            train_idx, test_idx = train_test_split(
-                np.arange(len(labels)),
-                test_size=self.test_fraction,
-                stratify=labels,
-                random_state=self.split_seed,
-            )
+            try:
+                train_idx, test_idx = train_test_split(
+                    np.arange(len(labels)),
+                    test_size=self.test_fraction,
+                    stratify=labels,
+                    random_state=self.split_seed,
+                )
+            except ValueError as error:
+                # A stratified split needs a sample of every class on each side.
+                classes = len(np.unique(labels))
+                raise ValueError(
+                    f"dataset.test_fraction={self.test_fraction} leaves too few of the {len(labels)} samples "
+                    f"on one side for a split of each of the {classes} classes ({error}); e.g. "
+                    "dataset.test_fraction=0.3"
+                ) from error
         else:
             is_train = np.isin(labels, self.train_digits)
             train_idx, test_idx = np.flatnonzero(is_train), np.flatnonzero(~is_train)

@@ -54,6 +54,12 @@ class PrecomputedFeatures:
                 f"{self.name}: {path} holds features of shape {features.shape}, {len(labels)} labels and "
                 f"{len(split)} split entries; expected N x D features and N of each."
             )
+        if labels.dtype.kind in "USO":
+            shown = ", ".join(map(repr, labels[:3].tolist()))
+            raise ValueError(
+                f"{self.name}: {path} holds labels of type {labels.dtype} ({shown}, ...); labels are class "
+                "numbers: save them as integers, e.g. labels=np.unique(names, return_inverse=True)[1]"
+            )
         bad = np.flatnonzero(~np.isfinite(features).all(axis=1))
         if len(bad):
             raise ValueError(

@@ -5,15 +5,19 @@ part of a run after a resume restarts at step 0 and, once synced, W&B drops it a
 already holds. Here W&B's step is the trainer's global step: a resumed run (``resume: allow`` with the
 id of the run it continues) goes on from its checkpoint's step, and the offline folders of one run
 (``wandb sync`` uploads them in order) are one history. Steps a killed run logged after its last
-checkpoint are logged again, with the same values, on resume, and W&B keeps them once. A kill also cuts
-the steps W&B still held in memory: a resumed run logs its history before the checkpoint again, from the
-CSV (:meth:`ResumableWandbLogger.log_rows`).
+checkpoint are not logged again: a resumed run reads which steps its earlier folders hold and logs only the
+others, so every step is in one folder once. A kill also cuts the steps W&B still held in memory: a resumed
+run logs those of its history before the checkpoint from the CSV (:meth:`ResumableWandbLogger.log_rows`).
+Offline, where no server can say so, the continued run is marked resumed (W&B's ``resumed``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 
+import wandb
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning_fabric.utilities.rank_zero import rank_zero_only
@@ -21,6 +25,8 @@ from pytorch_lightning.loggers import WandbLogger
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
 from noisydml.loggers.run_fields import job_name, wandb_group
+from noisydml.loggers.wandb_records import history_steps
+from noisydml.utils.run_directory import RunDir
 
 # Scored once per validation: charted against the epoch, not the step (W&B: define_metric).
 EPOCH_METRICS = ("val/*", "test_epoch/*", "train_epoch/*")
@@ -44,7 +50,13 @@ class ResumableWandbLogger(WandbLogger):
         # never share a group. A job's name is its own overrides, which W&B would otherwise make up.
         # extra_tags: the run's own (the config's `tags`), after the choices the config tags every run with.
         tags = [*(tags or []), *(str(tag) for tag in extra_tags or [])]
+        # The steps the run's earlier folders already hold (a resumed run is given the id it continues).
+        self._held = held_steps(kwargs.get("save_dir"), kwargs.get("id"))
+        if kwargs.get("id") and os.environ.get("WANDB_MODE") == "offline" and "settings" not in kwargs:
+            # Online, W&B's server says a run with a known id is resumed; offline, no one would.
+            kwargs["settings"] = wandb.Settings(resumed=True)
         super().__init__(group=sweep_group(group), name=name or job_name(group), tags=tags, **kwargs)
+        self._last_step = max(self._held, default=0)
 
     @property
     @rank_zero_experiment
@@ -67,6 +79,8 @@ class ResumableWandbLogger(WandbLogger):
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         if step is None:
             return super().log_metrics(metrics, step)
+        if step in self._held:
+            return
         # W&B drops values logged at a step before its latest; never ask it to go back.
         self._last_step = max(self._last_step, step)
         self.experiment.log({**metrics, "trainer/global_step": step}, step=self._last_step)
@@ -85,3 +99,14 @@ def sweep_group(group: str) -> str:
         return group
     hydra = HydraConfig.get()
     return wandb_group(group, True, hydra.runtime.output_dir, hydra.sweep.subdir)
+
+
+def held_steps(save_dir: str | None, run_id: str | None) -> set[int]:
+    """The W&B steps that the folders of run ``run_id`` under ``save_dir`` already hold: a resumed run
+    logs each of the others once, and none of these again."""
+    if not save_dir or not run_id:
+        return set()
+    steps: set[int] = set()
+    for path in sorted(RunDir(Path(save_dir)).wandb_dir.glob(f"*run-*-{run_id}/run-{run_id}.wandb")):
+        steps |= history_steps(path)
+    return steps

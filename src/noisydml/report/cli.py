@@ -44,6 +44,7 @@ from noisydml.report.tables import (
     write_cells_csv,
     write_runs_csv,
 )
+from noisydml.utils.checks import check_writable
 
 LEGEND = (
     "Cells: mean ± half the 95% confidence interval over seeds (Student's t; n = complete runs with the "
@@ -201,6 +202,21 @@ def _default_name(groups: list, paths: Sequence[Path]) -> str:
     return slug(Path(paths[0]).resolve().name)
 
 
+def check_report_arguments(args: argparse.Namespace) -> None:
+    """The folders and values a report needs, refused before any run is read: paths that are not
+    folders, a report name that is not one folder name, an --out that cannot be written."""
+    for path in args.paths:
+        if not path.is_dir():
+            what = "does not exist" if not path.exists() else "is not a folder"
+            raise ValueError(f"{path} {what}; give sweep directories, run directories, or folders of them")
+    if args.name is not None and (not args.name.strip() or Path(args.name).name != args.name):
+        raise ValueError(
+            f"--name {args.name!r} is not a folder name (the report goes in <--out>/<--name>); give one "
+            "without slashes, e.g. --name my_sweep"
+        )
+    check_writable(args.out, "--out", "--out <a folder you can write>", keep=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="noisydml-report",
@@ -259,9 +275,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.paths:
         parser.error("give sweep or run directories, e.g. noisydml-report outputs/sweeps/<name>/<time>")
     try:
+        check_report_arguments(args)
         report = write_report(args.paths, args.out, args.name, args.eta, args.metrics, args.interval)
-    except (ValueError, FileNotFoundError) as error:
-        parser.error(str(error))
+    except (ValueError, OSError) as error:
+        # One line: the folder or value, and the fix.
+        sys.exit(f"noisydml-report: {error}")
     evaluated, rest = claims_module.evaluated(report.verdicts)
     for verdict in evaluated:
         where = f" [{verdict.where}]" if verdict.where else ""

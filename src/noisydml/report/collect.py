@@ -322,21 +322,33 @@ def read_run(run_dir: Path, sweep: Path | None = None) -> Run:
             "choices"
         )
     choices = dict(choices or {})
-    if results.get("status") in (FINISHED, LEGACY_FINISHED):
-        recorded = with_selected_names(results.get("metrics") or {})
-        metrics = {k: float(v) for k, v in recorded.items() if _is_number(v)}
-        metrics.update(last_logged(run_dir))
+    tested = {
+        k: float(v) for k, v in with_selected_names(results.get("metrics") or {}).items() if _is_number(v)
+    }
+    if results.get("status") in (FINISHED, LEGACY_FINISHED) and tested:
+        metrics = {**tested, **last_logged(run_dir)}
         config = results.get("config") or {}
         noise = results.get("noise") or {}
         return Run(run.path, COMPLETE, overrides, config, choices, metrics, sweep, noise=noise)
     config = results.get("config") or with_choices(
         (_read_yaml(run.config) or {}) if run.config.is_file() else {}, choices
     )
-    return Run(run.path, FAILED, overrides, config, choices, {}, sweep, error=failure(results))
+    return Run(run.path, FAILED, overrides, config, choices, {}, sweep, error=failure(results, run))
 
 
-def failure(results: dict) -> str:
-    """Why a run did not finish, in a line: its recorded status and error, or that it left no record."""
+def failure(results: dict, run: RunDir | None = None) -> str:
+    """Why a run did not finish, in a line: its recorded status and error, that its record is damaged or
+    holds no metrics, or that it left no record."""
+    if run is not None and (damage := run.damage()) is not None:
+        return (
+            f"damaged results.json: it {damage}; the run's end is unknown: continue it with "
+            f"noisydml resume={run.path}, or delete the file to run it again"
+        )
+    if results.get("status") in (FINISHED, LEGACY_FINISHED):
+        return (
+            f"{results['status']} but results.json holds no test metrics, so it is not counted; run it again "
+            "(delete its results.json)"
+        )
     if not results:
         return "no results.json: killed before it could write one (SIGKILL, out of memory) or still running"
     # A run that ran to its end but is no result (debug, unselected) says why in ``reason``.

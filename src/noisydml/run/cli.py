@@ -19,6 +19,7 @@ from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig
 
 from noisydml import CONFIG_DIR
+from noisydml.run import sweep_progress
 from noisydml.run.numerics import apply_numerics
 from noisydml.run.run_folders import check_folder_argument
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
@@ -171,7 +172,20 @@ def main() -> None:
     arguments = resume_arguments(sys.argv[1:])
     try:
         check_arguments(arguments)
+        sweep_progress.check_search_arguments(arguments)
     except BadInput as error:
         sys.exit(str(error))
     sys.argv[1:] = arguments
-    run_hydra()
+    run_until_stopped(arguments)
+
+
+def run_until_stopped(arguments: list[str]) -> None:
+    """Hydra's main; a sweep stopped before its end (Ctrl-C, a signal, a failed job) says which jobs
+    finished, which did not, and the one command that continues it."""
+    try:
+        run_hydra()
+    except (KeyboardInterrupt, SystemExit) as stop:
+        ended = isinstance(stop, SystemExit) and stop.code in (0, None)
+        if not ended and (done := sweep_progress.summary(arguments)) is not None:
+            print(f"\n{done}", file=sys.stderr, flush=True)
+        raise

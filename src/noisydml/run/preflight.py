@@ -36,6 +36,14 @@ from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.run_fields import method_groups
 from noisydml.loggers.wandb_mode import choose_wandb_mode, logs_to_wandb
+from noisydml.run.consumers import (
+    check_consumer_keys,
+    check_metric_sizes,
+    check_optimization,
+    check_precision,
+    check_trainer,
+    check_types,
+)
 from noisydml.run.identity import check_identity
 from noisydml.run.ranges import check_ranges
 from noisydml.run.real_result import check_selection, check_trains
@@ -61,9 +69,12 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     """Check and build everything training needs, refusing bad input before the first step."""
     check_config(cfg)
     check_ranges(cfg)
+    check_consumer_keys(cfg)
+    check_types(cfg)
     check_method(choices)
     check_identity(cfg, choices)
     check_hardware(cfg)
+    trainer = check_trainer(cfg)
     for key, path in _checkpoint_dirs(cfg):
         check_output_dir(Path(path), key)
     check_output_folders(OmegaConf.to_container(cfg, resolve=True), run.path)
@@ -97,10 +108,13 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
         seed=cfg.seed,
         **cfg.module,
     )
+    check_optimization(cfg, model)
     check_metrics(cfg, datamodule, model.metrics)
     check_selection(cfg, datamodule, model.metrics)
     check_trains(cfg, model.has_parameters_to_train())
+    check_metric_sizes(datamodule, model.metrics)
     check_one_batch(model, datamodule, choices)
+    check_precision(cfg, trainer, model, datamodule)
     return Prepared(checkpoint, datamodule, model)
 
 

@@ -37,10 +37,11 @@ from noisydml.run.run_folders import check_run_folder
 from noisydml.run.selection import ValidateLastEpoch, test_selected, watched_callbacks
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.atomic import atomic_write
-from noisydml.utils.errors import BadInput
+from noisydml.utils.errors import BadInput, DiskFull, no_space
 from noisydml.utils.metric_names import with_selected_names
 from noisydml.utils.quiet import silence_known_noise
 from noisydml.utils.run_directory import FAILED, INTERRUPTED, RUNNING, RunDir, now
+from noisydml.utils.run_lock import run_lock
 
 silence_known_noise()
 
@@ -48,10 +49,20 @@ silence_known_noise()
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run one experiment described by a composed config; return its metrics (test and validation)."""
     run = RunDir(cfg.paths.output_dir)
+    if rank_zero_only.rank != 0:
+        # Rank 0 holds the folder for the processes of its run.
+        return _train_in(cfg, run)
+    # Nothing, not even the lock, is written into a folder before it is known to lie in no other run's.
+    check_run_folder(run)
+    check_output_dir(run.path)
+    with run_lock(run):
+        return _train_in(cfg, run)
+
+
+def _train_in(cfg: DictConfig, run: RunDir) -> dict[str, float]:
     choices = group_choices()
     resolved = _resolve(cfg, run, choices)
-    # Nothing is written into the directory before it is known to hold no other run, and to lie in none.
-    check_run_folder(run)
+    # Nothing is written into the directory before it is known to hold no other run.
     if (done := check_run_directory(run, resolved, cfg.resume)) is not None:
         print(f"{run.path} is already complete; skipping (delete its results.json to run it again)")
         return with_selected_names(done["metrics"])
@@ -82,7 +93,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
         raise
     except Exception as error:
         _record_end(run, record, FAILED, error)
+        if (full := no_space(error)) is not None:
+            raise DiskFull(full.errno, _no_space_message(full, run)) from error
         raise
+
+
+def _no_space_message(error: OSError, run: RunDir) -> str:
+    # A checkpoint's error names its file in its message; another write's in its filename.
+    what = str(error.strerror)
+    if not what.startswith("no space left"):
+        what = f"no space left to write {error.filename or run.path} ({what})"
+    return f"{what}; free space, then continue the run with: noisydml resume={run.path.resolve()}"
 
 
 def _resolve(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> dict:
@@ -275,6 +296,9 @@ def _record_end(
             fields["resume"] = resume
         run.write_results(status, **fields, **record, versions=versions())
     except OSError as unwritable:
+        if no_space(error) is not None:
+            # The one line about the full disk says it all.
+            return
         # The run directory itself is the problem (full, read-only): the error still reaches the user.
         print(f"could not record the run's end in {run.path}: {unwritable}", file=sys.stderr)
         return

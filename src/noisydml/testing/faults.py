@@ -13,18 +13,20 @@ import os
 from signal import Signals
 
 import pytorch_lightning as pl
+from hydra.core.hydra_config import HydraConfig
 
 
 class KillAt(pl.Callback):
     """Send ``signal`` to this process once ``trainer.global_step`` reaches ``step``.
 
     The check runs after each training batch, so the signal arrives with the weights of ``step``
-    optimizer steps. It fires once per process: a run resumed past ``step`` is left alone, and so is
-    a run that handles the signal (a preemption test) and goes on training. Under DDP every rank
+    optimizer steps. It fires once per process, and never in a run that resumed from a checkpoint: the
+    fault is the one interruption, so the command that continues the run (with the fault still among its
+    overrides) finishes it. ``job``: only in that job of a sweep (``hydra.job.num``). Under DDP every rank
     signals itself.
     """
 
-    def __init__(self, step: int, signal: str = "SIGKILL") -> None:
+    def __init__(self, step: int, signal: str = "SIGKILL", job: int | None = None) -> None:
         if step < 0:
             raise ValueError(f"KillAt step={step} is negative; give the global step to signal at (>= 0)")
         try:
@@ -34,9 +36,16 @@ class KillAt(pl.Callback):
                 f"KillAt signal={signal!r} is not a signal name; use SIGKILL, SIGTERM, SIGUSR1, ..."
             ) from None
         self.step = step
-        self._fired = False
+        self._fired = job is not None and _job_num() != job
+
+    def on_train_start(self, trainer: pl.Trainer, *args: object) -> None:
+        self._fired = self._fired or trainer.global_step > 0
 
     def on_train_batch_end(self, trainer: pl.Trainer, *args: object) -> None:
         if not self._fired and trainer.global_step == self.step:
             self._fired = True
             os.kill(os.getpid(), self.signal)
+
+
+def _job_num() -> int | None:
+    return int(HydraConfig.get().job.num) if HydraConfig.initialized() else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 from hydra.errors import CompactHydraException
 
 
@@ -12,3 +14,28 @@ class BadInput(CompactHydraException, ValueError):
     traceback to its ``error.log``; ``HYDRA_FULL_ERROR=1`` prints it too). A ValueError, so callers that
     catch bad values catch it.
     """
+
+
+class DiskFull(CompactHydraException, OSError):
+    """No space left for a run's files (a full disk, a quota, a file-size limit): one line that names the
+    file and how to go on, printed without the tracebacks of the writes it cut short (they are in the run's
+    ``error.log``)."""
+
+    def __str__(self) -> str:
+        # The message alone, as a user reads it; OSError's own adds "[Errno 28]".
+        return str(self.strerror)
+
+
+# The errors of a write that found no space.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def no_space(error: BaseException) -> OSError | None:
+    """The no-space error behind ``error`` (itself, or one it was raised from or while handling), if any."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            return error
+        error = error.__cause__ or error.__context__
+    return None

@@ -130,6 +130,11 @@ class RunDir:
         return self.checkpoints / PREVIOUS
 
     @property
+    def lock(self) -> Path:
+        """Held by the process running in the folder (:mod:`noisydml.utils.run_lock`); gone after it."""
+        return self.path / ".lock"
+
+    @property
     def wandb_dir(self) -> Path:
         return self.path / "wandb"
 
@@ -146,18 +151,39 @@ class RunDir:
         return latest.resolve().name.rsplit("-", 1)[-1]
 
     def read_results(self) -> dict | None:
-        """``results.json``, or None when there is none or it cannot be parsed."""
+        """``results.json``, or None when there is none or it is not a run's record (:meth:`damage`)."""
         try:
-            return json.loads(self.results.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            results = json.loads(self.results.read_text())
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
             return None
+        return results if isinstance(results, dict) else None
+
+    def damage(self) -> str | None:
+        """Why ``results.json`` is not a run's record (cut short by a copy or a full disk, not JSON, not a
+        mapping with a status), as a phrase after its path; None when it is one, or when there is none."""
+        try:
+            text = self.results.read_text()
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as error:
+            return f"cannot be read ({getattr(error, 'strerror', None) or error})"
+        try:
+            results = json.loads(text)
+        except json.JSONDecodeError as error:
+            return f"is cut short or not JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+        if not isinstance(results, dict) or "status" not in results:
+            shown = text.strip()[:40] or "nothing"
+            return f"holds {shown}, not a run's record (a mapping with a status)"
+        return None
 
     def finished_results(self) -> dict | None:
-        """``results.json`` of a finished run, else None."""
+        """``results.json`` of a finished run, else None; a run recorded finished without test metrics is
+        no result (a run that is skipped as done must have something to show)."""
         results = self.read_results()
         if results is None or results.get("status") not in (FINISHED, LEGACY_FINISHED):
             return None
-        return results
+        metrics = results.get("metrics")
+        return results if isinstance(metrics, dict) and metrics else None
 
     def write_results(self, status: str, **fields: Any) -> Path:
         """Write ``results.json`` atomically with ``status`` and ``fields``; a run that stopped (any status

@@ -1,0 +1,148 @@
+"""What a sweep stopped partway (Ctrl-C, SIGTERM, a failed job) has done, and the one command that
+continues it; a search's arguments (:func:`check_search_arguments`), checked before it starts.
+
+A Hydra callback (``conf/hydra/default.yaml``) notes the sweep's jobs as it starts, with the sweeper's own
+expansion of the overrides (:meth:`NoisydmlSweeper.jobs`, Hydra's basic sweep), and each job as it starts; the
+``noisydml`` command prints :func:`summary` when the sweep ends before its last job did. The command is the
+one given, in the sweep's folder (``hydra.sweep.dir``): its finished jobs are skipped (their folders hold
+their results), an interrupted one continues from its checkpoint, the rest run. Without ``hydra.sweep.dir``
+the same command would start a new, timestamped folder and run everything again.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from noisydml.utils.errors import BadInput
+from noisydml.utils.run_directory import FAILED, FINISHED, LEGACY_FINISHED, RunDir
+
+# The sweepers whose jobs are the product of the overrides' values: Hydra's basic one and this package's.
+PRODUCT_SWEEPERS = (
+    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+    "hydra_plugins.noisydml_sweeper.noisydml_sweeper.NoisydmlSweeper",
+)
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+@dataclass
+class Sweep:
+    """The sweep in progress in this process: its folder, its jobs' overrides (None where the sweeper
+    chooses them as it goes, as Optuna does) and the folder of each job started."""
+
+    folder: Path
+    jobs: list[list[str]] | None
+    started: dict[int, Path] = field(default_factory=dict)
+
+
+_sweep: Sweep | None = None
+# A job started and neither finished nor failed was stopped partway (its results.json says so, or
+# "running" after a kill outright).
+STATES = {FINISHED: "finished", LEGACY_FINISHED: "finished", FAILED: "failed"}
+
+
+class SweepProgress(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global _sweep
+        if config.hydra.launcher.get("_target_") != BASIC_LAUNCHER:
+            # Jobs launched in other processes (submitit, joblib) start out of this one's sight.
+            return
+        _sweep = Sweep(Path(str(config.hydra.sweep.dir)), _jobs(config))
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if _sweep is not None and HydraConfig.initialized():
+            hydra = HydraConfig.get()
+            _sweep.started[int(hydra.job.num)] = Path(hydra.runtime.output_dir)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        global _sweep
+        _sweep = None
+
+
+def _jobs(config: DictConfig) -> list[list[str]] | None:
+    """Each job's overrides, as the basic sweeper expands them; None for another sweeper."""
+    sweeper = config.hydra.sweeper
+    if sweeper.get("_target_") not in PRODUCT_SWEEPERS:
+        return None
+    from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
+
+    params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
+    task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
+    try:
+        overrides = OverridesParser.create().parse_overrides([*params, *task])
+        batch = NoisydmlSweeper.jobs(overrides)
+    except Exception:
+        # A sweep the basic sweeper itself refuses (it says why); nothing to list.
+        return None
+    return batch
+
+
+def summary(argv: list[str]) -> str | None:
+    """The jobs of the sweep this process stopped partway, by state, and the command that continues it
+    (``argv``: the command's arguments); None when no sweep is under way."""
+    if _sweep is None:
+        return None
+    count = len(_sweep.jobs) if _sweep.jobs is not None else max(_sweep.started, default=-1) + 1
+    states: dict[str, list[str]] = {"finished": [], "failed": [], "interrupted": [], "never started": []}
+    for num in range(count):
+        name = f"{num} ({' '.join(_sweep.jobs[num])})" if _sweep.jobs is not None else str(num)
+        if num not in _sweep.started:
+            states["never started"].append(name)
+            continue
+        status = (RunDir(_sweep.started[num]).read_results() or {}).get("status")
+        state = STATES.get(status, "interrupted")
+        states[state].append(name)
+    if _sweep.jobs is None:
+        states["never started"].append("those the sweeper had yet to choose")
+    lines = [f"the sweep in {_sweep.folder.resolve()} stopped before its end:"]
+    lines += [f"  {state}: {', '.join(jobs)}" for state, jobs in states.items() if jobs]
+    lines += ["continue it (finished jobs are skipped, an interrupted one resumes) with:"]
+    lines += [f"  {continue_command(argv, _sweep.folder)}"]
+    return "\n".join(lines)
+
+
+def continue_command(argv: list[str], folder: Path) -> str:
+    """``noisydml`` with ``argv``, in the sweep's folder ``folder``."""
+    kept = [a for a in argv if not a.startswith("hydra.sweep.dir=")]
+    path = str(folder.resolve())
+    if not re.fullmatch(r"[\w/.+-]+", path):
+        # Hydra's grammar reads a quoted value as it is.
+        path = "'" + path.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return shlex.join(["noisydml", *kept, f"hydra.sweep.dir={path}"])
+
+
+SWEEP_FLAGS = ("-m", "--multirun")
+DIRECTIONS = ("maximize", "minimize")
+
+
+def check_search_arguments(argv: list[str]) -> None:
+    """A search (``hparams_search=``, an Optuna study of many runs) is a sweep: without ``-m`` Hydra would
+    run one job of the defaults and report it as if searched; its budget and direction are checked before
+    the first trial."""
+    values = {a.split("=", 1)[0].lstrip("+~"): a.split("=", 1)[1] for a in argv if "=" in a}
+    search = values.get("hparams_search")
+    if search not in (None, "null") and not any(a in SWEEP_FLAGS for a in argv):
+        raise BadInput(
+            f"hparams_search={search} is a search, a study of many runs: run it as a sweep with -m, e.g. "
+            f"noisydml -m hparams_search={search}"
+        )
+    trials = values.get("hydra.sweeper.n_trials")
+    if trials is not None and not (trials.isdigit() and int(trials) >= 1):
+        raise BadInput(
+            f"hydra.sweeper.n_trials={trials} is not a number of trials; give one >= 1, e.g. "
+            "hydra.sweeper.n_trials=12"
+        )
+    direction = values.get("hydra.sweeper.direction")
+    if direction is not None and direction not in DIRECTIONS:
+        raise BadInput(
+            f"hydra.sweeper.direction={direction} is not an option; use one of: {', '.join(DIRECTIONS)} "
+            "(the validation metric is a score: maximize)"
+        )
