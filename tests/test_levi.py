@@ -119,7 +119,7 @@ def test_mnist_even_odd_trains_on_parity_and_tests_on_digits(tmp_path: Path):
     assert sorted(set(splits.test.labels.tolist())) == [6, 7, 8, 9]
     half = MNIST(root, classes_split="disjoint").splits()
     assert sorted(set(half.train.labels.tolist())) == [0, 1, 2, 3, 4]
-    with pytest.raises(ValueError, match="dataset.train_classes=6 only applies"):
+    with pytest.raises(ValueError, match="dataset.train_classes=6 is ignored by dataset.classes_split=same"):
         MNIST(root, train_classes=6)
     with pytest.raises(ValueError, match="dataset.train_classes=10"):
         MNIST(root, classes_split="disjoint", train_classes=10).splits()

@@ -36,8 +36,8 @@ class MNIST1D(Digits):
     def __init__(
         self,
         split: str = "same_classes",
-        test_fraction: float = 0.3,
-        split_seed: int = 0,
+        test_fraction: float | None = None,
+        split_seed: int | None = None,
         train_digits: list[int] | None = None,
         label_map: list[int] | None = None,
         num_samples: int = 5000,
