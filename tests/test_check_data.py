@@ -49,6 +49,7 @@ def test_a_missing_layout_file_is_named_with_the_layout(tmp_path, capsys):
     assert "cars_annos.mat not found under dataset.root" in err and "Expected layout" in err
 
 
+@pytest.mark.slow
 def test_cars98n_download_is_checked_against_prisms_link_list(tmp_path, capsys):
     # 4 class folders of 3 images and an error page saved as .jpg, as PRISM's download script leaves them.
     folder = layouts.make_cars98n(tmp_path)

@@ -49,6 +49,7 @@ ACROSS = [0.5, -0.4, 0.2, -0.3, 0.1, 0.6, -0.5, -0.1]
 HALF_HELD = [2.0, 0.5, 2.1, -0.2, 1.9, 1.2, 2.2, 0.4]
 
 
+@pytest.mark.slow
 def test_holm_and_benjamini_hochberg_against_values_worked_by_hand() -> None:
     # Holm: sorted 0.01, 0.03, 0.04 -> 3 x 0.01 = 0.03, 2 x 0.03 = 0.06, max(0.06, 1 x 0.04) = 0.06.
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
@@ -74,6 +75,7 @@ def test_p_against_a_margin_is_the_t_test_of_the_shifted_differences() -> None:
     assert result.p_against(1.0) == pytest.approx(stats.ttest_1samp(shifted, 0).pvalue)
 
 
+@pytest.mark.slow
 def test_held_on_all_seeds_and_on_each_half() -> None:
     v = verdict(diff(HELD_FLAT, 0.2), diff(HELD_FLAT, 0.4))
     assert v.status == claims.HELD and v.pooled == claims.HELD
@@ -82,6 +84,7 @@ def test_held_on_all_seeds_and_on_each_half() -> None:
     assert [a.family for a in v.assessed] == [2, 2]
 
 
+@pytest.mark.slow
 def test_contradicted_after_holm() -> None:
     v = verdict(diff(BELOW, 0.2), diff(ACROSS, 0.4), diff(ACROSS, 0.6))
     assert v.status == claims.CONTRADICTED and v.halves == (claims.CONTRADICTED, claims.CONTRADICTED)
@@ -92,6 +95,7 @@ def test_contradicted_after_holm() -> None:
     assert v.deciding is below.comparison
 
 
+@pytest.mark.slow
 def test_raw_contradiction_that_holm_does_not_keep_is_inconclusive() -> None:
     weak = diff(WEAKLY_BELOW, 0.2)
     assert weak.verdict == claims.CONTRADICTED and weak.result.p_value == pytest.approx(0.0329, abs=1e-4)
@@ -108,12 +112,14 @@ def test_raw_contradiction_that_holm_does_not_keep_is_inconclusive() -> None:
     assert alone.status == claims.UNDERPOWERED and alone.seeds_needed > len(SEEDS)
 
 
+@pytest.mark.slow
 def test_inconclusive_when_an_interval_spans_zero() -> None:
     v = verdict(diff(HELD_FLAT, 0.2), diff(ACROSS, 0.4))
     assert v.status == claims.INCONCLUSIVE and v.pooled == claims.INCONCLUSIVE
     assert v.seeds_needed is None or v.seeds_needed > 8
 
 
+@pytest.mark.slow
 def test_underpowered_when_the_halves_have_too_few_seeds_for_the_verdict() -> None:
     v = verdict(diff(HALF_HELD, 0.4))
     assert v.pooled == claims.HELD and v.halves == (claims.HELD, claims.INCONCLUSIVE)
@@ -152,6 +158,7 @@ SPLIT = [
 ]
 
 
+@pytest.mark.slow
 def test_unstable_when_halves_with_seeds_enough_disagree() -> None:
     seeds = [str(s) for s in range(len(SPLIT))]
     a = {seed: 0.5 + v for seed, v in zip(seeds, SPLIT, strict=True)}
@@ -160,6 +167,7 @@ def test_unstable_when_halves_with_seeds_enough_disagree() -> None:
     assert v.status == claims.UNSTABLE and v.seeds_needed == 18 <= len(seeds)
 
 
+@pytest.mark.slow
 def test_a_stand_in_neither_holds_nor_contradicts() -> None:
     dml = diff(HELD_FLAT, 0.5, "vs DML")
     blmnn = replace(diff(BELOW, 0.5, "vs Bayes-linear"), stand_in="BLMNN")
@@ -176,6 +184,7 @@ def test_a_stand_in_neither_holds_nor_contradicts() -> None:
     assert verdict(blmnn).status == claims.STAND_IN
 
 
+@pytest.mark.slow
 def test_an_extension_is_judged_apart_from_the_papers_claim() -> None:
     # BDML beats DML "across different noise levels" (Table 2, CIFAR-10), but its Table 1 (MNIST) has
     # DML ahead at 10% and 20%: on MNIST-5k those comparisons are an extension.
@@ -193,6 +202,7 @@ def test_an_extension_is_judged_apart_from_the_papers_claim() -> None:
     assert only.status == claims.EXTENSION_ONLY and only.extension == claims.CONTRADICTED
 
 
+@pytest.mark.slow
 def test_extensions_at_two_rates_are_adjusted_as_one_family_with_the_claim() -> None:
     # BDML on MNIST-5k: the 10% and 20% comparisons are extensions with reasons that name their rate. Each
     # alone (p = 0.033) would contradict; Holm over the claim's four comparisons in the experiment does not.
@@ -204,6 +214,7 @@ def test_extensions_at_two_rates_are_adjusted_as_one_family_with_the_claim() -> 
     assert v.extension == claims.INCONCLUSIVE and v.status == claims.HELD
 
 
+@pytest.mark.slow
 def test_claims_csv_has_raw_and_adjusted_p_and_both_halves(tmp_path: Path) -> None:
     v = verdict(diff(WEAKLY_BELOW, 0.2), diff(ACROSS, 0.4), diff(ACROSS, 0.6))
     path = claims.write_claims_csv([v], tmp_path / "claims.csv")

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 NOISYDML = str(Path(sys.executable).with_name("noisydml"))
 
 
@@ -23,6 +25,7 @@ def test_cfg_job_prints_the_composed_config(tmp_path):
     assert "rate: 0.4" in out.stdout
 
 
+@pytest.mark.slow
 def test_a_user_error_is_one_line_without_a_traceback_which_goes_to_the_runs_error_log(tmp_path):
     run_dir = tmp_path / "run"
     out = subprocess.run(
@@ -54,6 +57,7 @@ def test_resume_of_a_folder_that_holds_no_run_says_so(tmp_path):
     assert f"resume={tmp_path}: no run directory there" in out.stderr
 
 
+@pytest.mark.slow
 def test_a_sweep_says_which_jobs_failed_and_why(tmp_path):
     sweep = tmp_path / "sweep"
     command = [NOISYDML, "-m", "noise.rate=0.2,1.2", "logger=csv", f"hydra.sweep.dir={sweep}"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib.image
+import pytest
 
 from noisydml.report.cli import write_report
 from noisydml.report.collect import collect
@@ -10,6 +11,7 @@ from noisydml.report.detection import epoch_series
 from noisydml.run.train import train
 
 
+@pytest.mark.slow
 def test_prism_runs_give_a_detection_curve_per_epoch_in_the_report(compose_config, tmp_path):
     for seed in (0, 1):
         cfg = compose_config(

@@ -164,6 +164,7 @@ NEW_SETTINGS = ("digits_instance_dependent", "mnist5k_instance_dependent") + tup
 OTHER_BATCHING = {"bdml/bdml_msceleb", "bdml/dml_cifar10"}
 
 
+@pytest.mark.slow
 def test_noisy_dml_sweeps_run_every_method_of_the_five_papers_and_prism():
     methods = {
         str(p.relative_to(CONFIG_DIR / "method").with_suffix(""))

@@ -35,6 +35,7 @@ def scored_with_both_builds() -> tuple[dict, dict]:
 @pytest.mark.skipif(
     not FAISS_GPU_PYTHON.exists(), reason=f"no faiss GPU build at {FAISS_GPU_PYTHON}: make faiss-gpu-venv"
 )
+@pytest.mark.slow
 def test_the_gpu_build_scores_as_faiss_cpu_on_the_cpu():
     cpu_build, gpu_build = scored_with_both_builds()
     assert (cpu_build["engine"]["faiss_build"], gpu_build["engine"]["faiss_build"]) == ("cpu", "gpu")

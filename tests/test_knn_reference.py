@@ -141,6 +141,7 @@ def test_runs_log_the_vote_on_the_starting_pixels_and_on_each_epochs_embedding(c
     assert all(auc > 0.8 for auc in series["train/knn_auc"].values())
 
 
+@pytest.mark.slow
 def test_filter_baseline_trains_on_the_kept_samples_beside_the_same_validation(compose_config, tmp_path):
     plain = compose_config("experiment=noisy_dml/digits_symmetric", "noise.rate=0.5", "trainer.max_epochs=1")
     train(plain)
@@ -167,6 +168,7 @@ def test_filter_baseline_trains_on_the_kept_samples_beside_the_same_validation(c
     assert "train/knn_start_auc" not in epoch_series(filter_run) and report["vote_auc"] > 0.95
 
 
+@pytest.mark.slow
 def test_an_image_run_votes_on_its_trunks_pooled_features(compose_config, tmp_path):
     # A generated CUB folder through a ResNet34 trunk, as the GPU-scale comparisons vote on ImageNet
     # features; no validation split here, so the embedding is voted on at each training epoch's end.

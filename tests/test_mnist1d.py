@@ -24,6 +24,7 @@ def every_signal() -> tuple[torch.Tensor, np.ndarray]:
     return MNIST1D().images_and_labels()
 
 
+@pytest.mark.slow
 def test_generates_the_packages_default_set_offline_without_touching_the_global_generators():
     random.seed(3)
     np.random.seed(3)  # noqa: NPY002
@@ -40,6 +41,7 @@ def test_generates_the_packages_default_set_offline_without_touching_the_global_
     np.testing.assert_array_equal(labels, np.concatenate([reference["y"], reference["y_test"]]))
 
 
+@pytest.mark.slow
 def test_five_hundred_signals_of_40_samples_per_digit_and_more_on_demand():
     signals, labels = every_signal()
     assert signals.shape == (5000, 1, 40) and signals.dtype == torch.float32
@@ -54,6 +56,7 @@ def test_five_hundred_signals_of_40_samples_per_digit_and_more_on_demand():
         MNIST1D(num_samples=10)
 
 
+@pytest.mark.slow
 def test_same_class_split_is_stratified_70_30_and_disjoint_split_trains_on_half_the_digits():
     splits = MNIST1D().splits()
     np.testing.assert_array_equal(np.bincount(splits.train.labels), np.full(10, 350))

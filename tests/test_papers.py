@@ -101,6 +101,7 @@ def test_the_papers_package_holds_the_five_papers_and_the_comparison() -> None:
     assert len(papers.claims()) == 22 and papers.unclaimed() == {"noisy_dml"}
 
 
+@pytest.mark.slow
 def test_a_sixth_paper_is_read_from_its_own_files(sixth_paper: None, tmp_path: Path) -> None:
     assert papers.papers()[-1].key == "fake2030"
     assert "train/fake_weight" in epoch_metrics()

@@ -150,6 +150,7 @@ PUBLISHED = load_published()
 
 
 @pytest.mark.parametrize("paper", sorted({row.paper for row in PUBLISHED}))
+@pytest.mark.slow
 def test_every_published_row_is_matched_by_an_experiment_or_says_why_not(paper: str) -> None:
     rows = [row for row in PUBLISHED if row.paper == paper]
     jobs_ = jobs_of(paper)

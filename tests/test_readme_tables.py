@@ -12,6 +12,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from noisydml.report import claims, papers
 from noisydml.report.claims.verdicts import compare, judge, outcome
 from noisydml.report.tables import Group
@@ -88,6 +90,7 @@ def test_one_word_per_claim_from_its_experiments_verdicts() -> None:
     assert tables.word([]) == "not evaluated"
 
 
+@pytest.mark.slow
 def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verdicts(tmp_path: Path) -> None:
     tables = script("readme_tables")
     assert tables.NOT_YET in tables.block(tmp_path) and tables.NOT_YET in tables.detail(tmp_path)

@@ -204,6 +204,7 @@ def test_table_cells_are_mean_and_95_percent_interval_over_seeds(le_sweep: Path)
     assert "| 70.00 (n=1); failed 1/3; missing 1/3 |" in text
 
 
+@pytest.mark.slow
 def test_claims_are_paired_by_seed_on_fabricated_le_sweep(le_sweep: Path) -> None:
     groups = group_runs(collect([le_sweep]))
     verdicts = {v.claim.id: v for v in claims.evaluate(groups)}
@@ -225,6 +226,7 @@ def test_claims_are_paired_by_seed_on_fabricated_le_sweep(le_sweep: Path) -> Non
     assert "no runs of" in verdicts["bdml-50"].detail
 
 
+@pytest.mark.slow
 def test_ratio_claim_is_contradicted_and_reports_gaps(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     write_multirun(sweep, LE_TASK, LE_BASE)
@@ -315,6 +317,7 @@ def test_published_numbers_sit_beside_our_cells(tmp_path: Path) -> None:
         ((0.75, 0.68, 0.72), claims.INCONCLUSIVE),  # +5, -4, +1 over DML: the interval spans zero
     ],
 )
+@pytest.mark.slow
 def test_bdml_claims(tmp_path: Path, bdml_at_50: tuple, status: str) -> None:
     recall = {
         ("DML", 0): [0.98, 0.97, 0.99],
@@ -355,6 +358,7 @@ def test_bdml_claims(tmp_path: Path, bdml_at_50: tuple, status: str) -> None:
         assert verdicts["bdml-50"].seeds_needed is not None and verdicts["bdml-50"].seeds_needed > 100
 
 
+@pytest.mark.slow
 def test_bdml_at_50_compares_methods_tuned_apart(tmp_path: Path) -> None:
     # digits/bdml_noise tunes Adam's rate per method: no two methods share a row key, and BDML must
     # still be set against DML and against Bayes-linear (the digits report had "nothing to compare").
@@ -373,6 +377,7 @@ def test_bdml_at_50_compares_methods_tuned_apart(tmp_path: Path) -> None:
         ((0.93, 0.88, 0.90), claims.INCONCLUSIVE),
     ],
 )
+@pytest.mark.slow
 def test_yu_lambda_claim(tmp_path: Path, adapted: tuple, status: str) -> None:
     base = (0.90, 0.91, 0.89)
     for weight, accuracies in ((0, base), (0.5, adapted), (2, tuple(a - 0.01 for a in adapted))):
@@ -403,6 +408,7 @@ def test_yu_lambda_claim(tmp_path: Path, adapted: tuple, status: str) -> None:
     assert "largest λ=2" in trade_off.comparisons[-1].what
 
 
+@pytest.mark.slow
 def test_yu_lambda_is_chosen_on_validation_not_test(tmp_path: Path) -> None:
     # On test lambda 2 looks best; the validation split chose lambda 0.5, which is what is compared.
     for weight, test, val in ((0, 0.90, 0.90), (0.5, 0.92, 0.95), (2, 0.97, 0.91)):
@@ -421,6 +427,7 @@ def test_yu_lambda_is_chosen_on_validation_not_test(tmp_path: Path) -> None:
     assert trade_off.verdict == claims.CONTRADICTED and on_all_seeds(verdict) == claims.CONTRADICTED
 
 
+@pytest.mark.slow
 def test_eps_is_compared_with_the_miner_of_its_negative_rule_and_method_keys_stay_in_rows(
     tmp_path: Path,
 ) -> None:
@@ -465,6 +472,7 @@ def test_eps_is_compared_with_the_miner_of_its_negative_rule_and_method_keys_sta
     assert "batch_hard" not in verdict.detail
 
 
+@pytest.mark.slow
 def test_bspml_maw_is_read_from_the_last_logged_epoch(tmp_path: Path) -> None:
     logged = {
         (1, 0): [1.0, 0.5, 0.3],
@@ -694,6 +702,7 @@ def test_eps_without_its_paired_miner_is_not_evaluated(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_bspml_is_compared_with_every_table2_baseline_and_spms(tmp_path: Path) -> None:
     # method -> (loss, Recall@1 at seeds 0 and 1): Proxy-Anchor beats BSPML by 5 points on both seeds.
     methods = {
@@ -734,6 +743,7 @@ def test_bspml_is_compared_with_every_table2_baseline_and_spms(tmp_path: Path) -
         ((0.70, 0.60), 0.035, claims.INCONCLUSIVE),  # +10 then -1 point at 30%
     ],
 )
+@pytest.mark.slow
 def test_bspml_lead_over_proxy_anchor_grows_with_noise(
     tmp_path: Path, bspml_at_30: tuple, effect: float, status: str
 ) -> None:
@@ -776,6 +786,7 @@ def test_bspml_lead_over_proxy_anchor_grows_with_noise(
         ((0.002, 0.03, 0.001), claims.INCONCLUSIVE),
     ],
 )
+@pytest.mark.slow
 def test_trimmed_loss_brings_no_significant_improvement(tmp_path: Path, gain: tuple, status: str) -> None:
     # Trimmed triplet at keep 1 (no trimming) and 0.8, seeds 0-2: a gain under 1 point, or 4-6 points.
     for fraction in (1.0, 0.8):
@@ -795,6 +806,7 @@ def test_trimmed_loss_brings_no_significant_improvement(tmp_path: Path, gain: tu
 
 
 @pytest.mark.parametrize(("baseline", "baseline_negatives"), [("random_positive", "random"), ("all", None)])
+@pytest.mark.slow
 def test_eps_with_random_negatives_is_compared_with_random_positives(
     tmp_path: Path, baseline: str, baseline_negatives: str | None
 ) -> None:
@@ -850,6 +862,7 @@ def le_runs(root: Path, values: dict, pretrained: bool = False, dataset: str = "
         ((0.95, 0.85, 0.92), claims.INCONCLUSIVE),  # mean 0.907, sd 0.05: the interval spans 0.9
     ],
 )
+@pytest.mark.slow
 def test_random_semihard_keeps_the_guarantee_to_50_percent(tmp_path: Path, noisy: tuple, status: str) -> None:
     # Topline 1.0 on every seed, so the ratio is the noisy Recall@1; p = 0.6 is past the claim's range.
     le_runs(
@@ -876,6 +889,7 @@ def test_random_semihard_keeps_the_guarantee_to_50_percent(tmp_path: Path, noisy
         ((0.80, 0.62, 0.70), claims.INCONCLUSIVE),  # +10, -10, -1 points against fixed
     ],
 )
+@pytest.mark.slow
 def test_le_ratio_claims_in_recall_and_nmi(tmp_path: Path, random: tuple, status: str) -> None:
     values = {("fixed_semihard", "uniform", 0.4): (0.70, 0.72, 0.71)}
     values[("random_semihard", "uniform", 0.4)] = random
@@ -917,6 +931,7 @@ def yu_runs(root: Path, drops: dict, logged_best: bool = True) -> None:
         ((0.03, 0.0, 0.01), (0.01, 0.02, 0.0), claims.INCONCLUSIVE),  # +2, -2, +1 points
     ],
 )
+@pytest.mark.slow
 def test_yu_baseline_overfits_and_the_adapted_loss_does_not(
     tmp_path: Path, baseline: tuple, adapted: tuple, status: str
 ) -> None:
@@ -929,6 +944,7 @@ def test_yu_baseline_overfits_and_the_adapted_loss_does_not(
     assert comparison.result.effect == pytest.approx((sum(baseline) - sum(adapted)) / 3)
 
 
+@pytest.mark.slow
 def test_yu_overfit_needs_the_test_split_scored_every_epoch(tmp_path: Path) -> None:
     yu_runs(tmp_path, {0: (0.03, 0.04), 2: (0.0, 0.0)}, logged_best=False)
     verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["yu2018-overfit"]
@@ -944,6 +960,7 @@ def test_yu_overfit_needs_the_test_split_scored_every_epoch(tmp_path: Path) -> N
         ((0.80, 0.65, 0.72), claims.INCONCLUSIVE),  # +10, -5, +2 points
     ],
 )
+@pytest.mark.slow
 def test_deep_metrics_beat_the_linear_one_under_noise(tmp_path: Path, deep: tuple, status: str) -> None:
     # At p = 0 the linear one wins by 1 point (as in Table 1): not part of the claim.
     recall = {("Bayes-linear", 0): (0.99,) * 3, ("Bayes-linear", 0.3): (0.70, 0.71, 0.72)}
@@ -980,6 +997,7 @@ VECTORS = (
         ((0.70, 0.67), claims.INCONCLUSIVE),  # +2 and -2 points
     ],
 )
+@pytest.mark.slow
 def test_bdml_beats_dml_at_every_class_conditional_vector(tmp_path: Path, bdml: tuple, status: str) -> None:
     methods = {"DML": ("triplet", "mlp", (0.68, 0.69)), "BDML": ("bayesian_triplet", "bayesian_mlp", bdml)}
     methods["Bayes-linear"] = ("bayesian_triplet", "bayesian_linear", (0.55, 0.56))
@@ -1016,6 +1034,7 @@ def test_bdml_beats_dml_at_every_class_conditional_vector(tmp_path: Path, bdml: 
         ((0.89, 0.86, 0.88), claims.INCONCLUSIVE),
     ],
 )
+@pytest.mark.slow
 def test_bdml_beats_dml_in_ms_celeb_map(tmp_path: Path, bdml: tuple, status: str) -> None:
     # Table 4 scores retrieval by mAP: the claim reads test/map, not the 3-NN accuracy also logged.
     # Three seeds: equal differences on two seeds of runs that move with the seed decide nothing.
@@ -1040,6 +1059,7 @@ def test_bdml_beats_dml_in_ms_celeb_map(tmp_path: Path, bdml: tuple, status: str
     assert comparison.metric == "test/map"
 
 
+@pytest.mark.slow
 def test_claims_with_bootstrap_intervals(tmp_path: Path) -> None:
     # Random semi-hard's ratio 10 points above fixed's on two seeds, 2 and 18 on the others.
     values = {("fixed_semihard", "uniform", 0.4): (0.70, 0.70, 0.70, 0.70)}
@@ -1102,6 +1122,7 @@ def as_experiment(sweep: Path, experiment: str) -> None:
 
 
 @pytest.mark.parametrize("experiment", [None, "digits/le2019_noise"])
+@pytest.mark.slow
 def test_only_an_experiment_is_titled_with_its_papers_figure_and_bound(
     le_sweep: Path, tmp_path: Path, experiment: str | None
 ) -> None:
@@ -1151,6 +1172,7 @@ def test_only_an_experiment_is_titled_with_its_papers_figure_and_bound(
         ((0.97, 0.94, 0.95), claims.INCONCLUSIVE),  # +2, -2, 0 points
     ],
 )
+@pytest.mark.slow
 def test_fixed_semihard_is_better_without_noise(tmp_path: Path, fixed: tuple, status: str) -> None:
     le_runs(
         tmp_path,
@@ -1173,6 +1195,7 @@ def test_fixed_semihard_is_better_without_noise(tmp_path: Path, fixed: tuple, st
         ((0.80, 0.70, 0.76), claims.INCONCLUSIVE, claims.INCONCLUSIVE),
     ],
 )
+@pytest.mark.slow
 def test_marginal_loss_against_the_triplets(
     tmp_path: Path, marginal: tuple, scratch: str, pretrained: str
 ) -> None:
@@ -1231,6 +1254,7 @@ def zhang_runs(root: Path, recall: dict, key: str) -> None:
         ((0.80, 0.70, 0.77), claims.INCONCLUSIVE),  # +5, -5, +2 points
     ],
 )
+@pytest.mark.slow
 def test_bspml_beats_the_baselines_at_every_rate_and_embedding_size(
     tmp_path: Path, bspml: tuple, status: str
 ) -> None:
@@ -1262,6 +1286,7 @@ def test_bspml_beats_the_baselines_at_every_rate_and_embedding_size(
         ((0.70, 0.22, 0.35), claims.INCONCLUSIVE),  # +0.40, -0.10, +0.04
     ],
 )
+@pytest.mark.slow
 def test_bspml_weight_trends_in_all_three_outcomes(tmp_path: Path, last: tuple, status: str) -> None:
     # MAW against loss.age_max (should rise), SDAW against loss.mu (should fall); the small setting's last
     # epoch logs 0.30, 0.32, 0.31 (MAW) and the large one's ``last`` (SDAW the same numbers reversed).
@@ -1292,6 +1317,7 @@ def test_bspml_weight_trends_in_all_three_outcomes(tmp_path: Path, last: tuple, 
 
 
 @pytest.mark.parametrize("figure", ["noisy_dml/digits_symmetric", "le2019/digits"])
+@pytest.mark.slow
 def test_noisy_dml_comparison_shows_no_paper_claims(tmp_path: Path, figure: str) -> None:
     # Le & Odobez's miners, noisy and topline: runs that decide le2019's claims in a le2019 experiment,
     # but no paper's claim is about a noisy_dml comparison (PRISM's protocols): there, each method is set
@@ -1556,6 +1582,7 @@ def test_combined_report_of_both_noise_models_groups_by_data_set_noise_model_and
     assert "digits: EPS + Triplet vs Triplet: better at 0 of 2 settings" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_report_is_the_same_under_any_hash_seed(tmp_path: Path) -> None:
     """Sets of seeds and of metric names iterate in an order Python's hash seed picks: the report must not
     follow it (bootstrap p-values over seeds, the metric order where val/x and test_best_epoch/x tie)."""

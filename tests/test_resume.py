@@ -242,6 +242,7 @@ def snapshot(run_dir: Path) -> dict[str, bytes]:
     return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_with_another_config_is_refused_and_touches_nothing(tmp_path):
     run_dir = tmp_path / "run"
     tiny = ["trainer.max_epochs=1", "data.batches_per_epoch=2", "logger=csv", "cpu_threads=1"]
