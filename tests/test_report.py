@@ -83,6 +83,7 @@ def write_run(
 
 # The sweeper multirun.yaml names when Hydra ran its basic sweeper (a string: nothing imports it).
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+NOISYDML = "hydra_plugins.noisydml_sweeper.noisydml_sweeper.NoisydmlSweeper"
 
 
 def write_multirun(sweep: Path, task: list[str], base: dict) -> None:
@@ -176,6 +177,11 @@ def test_expected_jobs_expand_a_sweep_as_hydras_basic_sweeper_does() -> None:
         for miner in ("a", "b")
         for rate in (0, 0.4)
     ]
+    # The default sweeper, noisydml's, draws the same jobs.
+    noisydml = {
+        "hydra": {**multirun["hydra"], "sweeper": {**multirun["hydra"]["sweeper"], "_target_": NOISYDML}}
+    }
+    assert expected_jobs(noisydml) == expected_jobs(multirun)
     multirun["hydra"]["overrides"]["task"] = ["noise.rate=interval(0,1)"]
     with pytest.raises(HydraException, match="does not support sweep type"):
         expected_jobs(multirun)

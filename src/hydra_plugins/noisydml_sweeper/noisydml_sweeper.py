@@ -29,6 +29,13 @@ from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
+# The sweepers whose jobs are the product of the overrides' values (``NoisydmlSweeper.jobs``): Hydra's basic
+# one and this one.
+PRODUCT_SWEEPERS = (
+    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+    "hydra_plugins.noisydml_sweeper.noisydml_sweeper.NoisydmlSweeper",
+)
+
 
 @dataclass
 class NoisydmlSweeperConf:
@@ -92,8 +99,8 @@ class NoisydmlSweeper(Sweeper):
                 values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
             else:
                 raise HydraException(
-                    f"{key}: the noisydml sweeper takes comma-separated values and choice(); "
-                    f"for a {override.value_type.name} sweep use hydra/sweeper=optuna"
+                    f"{key}: the noisydml sweeper does not support sweep type {override.value_type.name} "
+                    "(it takes comma-separated values, range() and choice()); use hydra/sweeper=optuna"
                 )
         return [list(job) for job in itertools.product(*values.values())]
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import csv
 import functools
-import itertools
 import math
 import os
 import re
@@ -106,32 +105,23 @@ def _parser() -> OverridesParser:
 
 
 def expected_jobs(multirun: dict) -> list[dict[str, Any]] | None:
-    """The jobs a sweep launches, each as its overrides, as Hydra's basic sweeper draws them: the cartesian
-    product of each key's values, the first key varying slowest; None when the sweep used another sweeper
-    (whose jobs cannot be known in advance). Raises ``HydraException`` for a sweep the basic sweeper
-    refuses (an interval)."""
-    from hydra.errors import HydraException
+    """The jobs a sweep launches, each as its overrides, as Hydra's basic sweeper and the noisydml one draw
+    them: the cartesian product of each key's values, the first key varying slowest; None when the sweep
+    used another sweeper (whose jobs cannot be known in advance). Raises ``HydraException`` for a sweep
+    they refuse (an interval)."""
+    from hydra_plugins.noisydml_sweeper.noisydml_sweeper import PRODUCT_SWEEPERS, NoisydmlSweeper
 
     hydra_node = multirun.get("hydra") or {}
     sweeper = hydra_node.get("sweeper") or {}
-    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
+    if str(sweeper.get("_target_", "")) not in PRODUCT_SWEEPERS:
         return None
     params = sweeper.get("params") or {}
-    # The same order as BasicSweeper.sweep: the config's params first, the command line after them; a key
-    # given twice keeps its first place and its last values.
+    # The same order as the sweepers': the config's params first, the command line after them; a key given
+    # twice keeps its first place and its last values.
     arguments = [f"{k}={v}" for k, v in params.items()] + list(
         (hydra_node.get("overrides") or {}).get("task") or []
     )
-    values: dict[str, list[str]] = {}
-    for override in _parser().parse_overrides(arguments):
-        key = override.get_key_element()
-        if not override.is_sweep_override():
-            values[key] = [f"{key}={override.get_value_element_as_str()}"]
-        elif override.is_discrete_sweep():
-            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
-        else:
-            raise HydraException(f"BasicSweeper does not support sweep type : {override.value_type.name}")
-    return [parse_overrides(list(job)) for job in itertools.product(*values.values())]
+    return [parse_overrides(job) for job in NoisydmlSweeper.jobs(_parser().parse_overrides(arguments))]
 
 
 def signature(overrides: dict[str, Any], drop: tuple[str, ...] = ()) -> frozenset[tuple[str, str]]:

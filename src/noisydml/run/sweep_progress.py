@@ -22,14 +22,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from hydra_plugins.noisydml_sweeper.noisydml_sweeper import PRODUCT_SWEEPERS, NoisydmlSweeper
 from noisydml.utils.errors import BadInput
 from noisydml.utils.run_directory import FAILED, FINISHED, LEGACY_FINISHED, RunDir
 
-# The sweepers whose jobs are the product of the overrides' values: Hydra's basic one and this package's.
-PRODUCT_SWEEPERS = (
-    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
-    "hydra_plugins.noisydml_sweeper.noisydml_sweeper.NoisydmlSweeper",
-)
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
@@ -72,7 +68,6 @@ def _jobs(config: DictConfig) -> list[list[str]] | None:
     sweeper = config.hydra.sweeper
     if sweeper.get("_target_") not in PRODUCT_SWEEPERS:
         return None
-    from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 
     params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
     task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
