@@ -169,10 +169,25 @@ def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> No
             "versions": {"torch": "2.14.1", "python": "3.11.7", "git_commit": "1234abc"},
         }
         (run / "results.json").write_text(json.dumps(record))
+    # The values its tuning chose, committed beside the claims without the machine's study folder.
+    tuned = {"metric": "val/knn_accuracy@3", "methods": {"bdml/dml": {"chosen": {"optimizer.lr": 0.0012}}}}
+    (sweep / "tuning.json").write_text(
+        json.dumps(
+            {
+                **tuned,
+                "methods": {
+                    "bdml/dml": {**tuned["methods"]["bdml/dml"], "study": "/home/me/outputs/tuning/bdml/dml"}
+                },
+            }
+        )
+    )
+    (report / "detection.csv").write_text("dataset,auc\ndigits,0.9\n")
     results = str(tmp_path / "results")
     assert publish.main(["digits", str(report), str(sweep), "--results", results]) == 0
     out = tmp_path / "results" / "digits"
     assert (out / "claims.csv").read_text() == "claim\nx\n" and not (out / "comparisons.csv").exists()
+    assert json.loads((out / "tuning.json").read_text()) == {f"{tmp_path.name}/sweep": tuned}
+    assert (out / "detection.csv").read_text() == "dataset,auc\ndigits,0.9\n"
     stamp = json.loads((out / "stamp.json").read_text())
     assert stamp["cpu"] == ["Test CPU"] and stamp["numerics"] == ["portable"]
     assert stamp["versions"] == [{"git_commit": "1234abc", "python": "3.11.7", "torch": "2.14.1"}]
