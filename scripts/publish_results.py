@@ -3,7 +3,10 @@
     python scripts/publish_results.py digits outputs/reports/digits outputs/reproduce/digits/*
 
 writes ``results/<reproduction>/claims.csv`` (or ``comparisons.csv`` for a comparison of methods, which
-has no claims) from the report folder, and ``results/<reproduction>/stamp.json``: the commit (and whether
+has no claims) and ``detection.csv`` (where the report has one) from the report folder; ``tuning.json``, the
+values scripts/reproduce.py tuned for each sweep that tuned any (``{"<group>/<experiment>": its sweep's
+tuning.json}``), so that a re-run elsewhere can tell a tuning difference from a numeric one; and
+``results/<reproduction>/stamp.json``: the commit (and whether
 the tree had changes), the CPU model and numerics mode, the library versions and the seeds, as the runs'
 own results.json record them (each distinct value once, so a mixed set of runs shows it is mixed). The
 Makefile's reproduce targets call it; scripts/readme_tables.py draws the README's table from these files.
@@ -23,9 +26,13 @@ from pathlib import Path
 from noisydml.utils.run_directory import FINISHED, LEGACY_FINISHED
 
 RESULTS = Path("results")
-# What a report writes that the results folder keeps: the claims, else the comparisons.
-KEPT = ("claims.csv", "comparisons.csv")
+# What a report writes that the results folder keeps: the claims, else the comparisons, and how well
+# each method and the kNN vote on the inputs find the flipped labels.
+KEPT = ("claims.csv", "comparisons.csv", "detection.csv")
+# The tables one of which a report must have.
+VERDICTS = ("claims.csv", "comparisons.csv")
 STAMP = "stamp.json"
+TUNING = "tuning.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,14 +61,16 @@ def main(argv: list[str] | None = None) -> int:
 
     # A table with no row (no claim of the papers applies to a comparison of methods) is not kept.
     kept = [name for name in KEPT if len(_lines(args.report / name)) > 1]
-    if not kept:
-        parser.error(f"{args.report} has neither {' nor '.join(KEPT)}: run noisydml-report first")
+    if not set(kept) & set(VERDICTS):
+        parser.error(f"{args.report} has neither {' nor '.join(VERDICTS)}: run noisydml-report first")
     target = args.results / args.reproduction
     target.mkdir(parents=True, exist_ok=True)
-    for name in KEPT:
+    for name in (*KEPT, TUNING):
         (target / name).unlink(missing_ok=True)
     for name in kept:
         shutil.copyfile(args.report / name, target / name)
+    if tuning := tuning_of(args.sweeps):
+        (target / TUNING).write_text(json.dumps(tuning, indent=2, sort_keys=True) + "\n")
     stamp = stamp_of(args.sweeps)
     if args.started is not None or args.wall_s is not None:
         # The runs and their reports; this step (a report over all sweeps) adds a minute or two.
@@ -104,6 +113,21 @@ def stamp_of(sweeps: list[Path]) -> dict:
         "seeds": {figure: sorted(s, key=lambda x: (str(type(x)), x)) for figure, s in sorted(seeds.items())},
         "complete_runs": runs,
     }
+
+
+def tuning_of(sweeps: list[Path]) -> dict:
+    """Each sweep's tuning.json (scripts/reproduce.py's chosen values, budget and best validation scores),
+    keyed by ``<parent>/<sweep>`` (``digits/bdml_noise``), without the machine's study folders."""
+    found = {}
+    for sweep in sorted(sweeps):
+        file = Path(sweep) / TUNING
+        if not file.is_file():
+            continue
+        record = json.loads(file.read_text())
+        for study in (record.get("methods") or {}).values():
+            study.pop("study", None)
+        found[f"{Path(sweep).parent.name}/{Path(sweep).name}"] = record
+    return found
 
 
 def _lines(path: Path) -> list[str]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import csv
+
 import matplotlib.image
 import pytest
 
 from noisydml.report.cli import write_report
-from noisydml.report.collect import collect
-from noisydml.report.detection import epoch_series
+from noisydml.report.collect import KNN_EMBEDDING, collect
+from noisydml.report.detection import METHOD_INPUTS, epoch_series
 from noisydml.run.train import train
 
 
@@ -61,3 +63,50 @@ def test_noisy_dml_experiments_log_the_per_sample_loss_reference(compose_config)
         for noise in ("symmetric", "small_cluster"):
             cfg = compose_config(f"experiment=noisy_dml/{experiment}_{noise}", tiny=False)
             assert cfg.callbacks.loss_detection._target_ == "noisydml.callbacks.loss_detection.LossDetection"
+
+
+@pytest.mark.slow
+def test_a_comparisons_report_states_the_vote_on_the_inputs_per_setting_beside_each_methods_detectors(
+    compose_config, tmp_path
+):
+    # Two methods of the noisy_dml comparison, two seeds each, on the same noisy labels per seed.
+    for method in ("le2019/triplet_random_semihard", "prism/prism"):
+        for seed in (0, 1):
+            train(
+                compose_config(
+                    "experiment=noisy_dml/digits_symmetric",
+                    f"method={method}",
+                    "noise.rate=0.5",
+                    f"seed={seed}",
+                    "trainer.max_epochs=1",
+                    run=f"{method.replace('/', '_')}_{seed}",
+                )
+            )
+    runs = collect([tmp_path])
+    report = write_report([tmp_path], tmp_path / "out", name="comparison")
+    with (report.directory / "detection.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    inputs = [r for r in rows if r["method"] == METHOD_INPUTS]
+    # The vote on the inputs once per setting, first, the mean of the seeds' own votes (the same for both
+    # methods at a seed: one seed fixes the noisy labels).
+    ((vote,),) = [inputs]
+    assert rows[0] == vote and vote["noise_rate"] == "0.5" and vote["n_seeds"] == "2"
+    by_seed = {}
+    for run in runs:
+        by_seed.setdefault(run.seed, set()).add(run.metrics["train/knn_start_auc"])
+    assert all(len(values) == 1 for values in by_seed.values())
+    expected = sum(values.pop() for values in by_seed.values()) / 2
+    assert float(vote["auc"]) == pytest.approx(expected) and 0.5 < expected <= 1
+    # Then each method's detectors: PRISM's own score, the per-sample loss, the vote on its embedding.
+    scores = {(r["method"], r["score"]) for r in rows if r["method"] != METHOD_INPUTS}
+    prism = {score for method, score in scores if method.startswith("PRISM")}
+    assert prism == {"PRISM's score", KNN_EMBEDDING}
+    assert {score for method, score in scores if not method.startswith("PRISM")} == {
+        "per-sample loss",
+        KNN_EMBEDDING,
+    }
+    # Each detector one row with its AUC, precision and recall.
+    assert all(r["auc"] and r["precision"] and r["recall"] for r in rows) and len(rows) == 1 + 4
+    text = (report.directory / "report.md").read_text()
+    assert "## Finding the flipped labels" in text and f"| {METHOD_INPUTS} |" in text
+    assert f"{float(vote['auc']):.3f}" in text

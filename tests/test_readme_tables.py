@@ -16,6 +16,7 @@ import pytest
 
 from noisydml.report import claims, papers
 from noisydml.report.claims.verdicts import compare, judge, outcome
+from noisydml.report.detection import METHOD_INPUTS
 from noisydml.report.tables import Group
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,10 +170,25 @@ def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> No
             "versions": {"torch": "2.14.1", "python": "3.11.7", "git_commit": "1234abc"},
         }
         (run / "results.json").write_text(json.dumps(record))
+    # The values its tuning chose, committed beside the claims without the machine's study folder.
+    tuned = {"metric": "val/knn_accuracy@3", "methods": {"bdml/dml": {"chosen": {"optimizer.lr": 0.0012}}}}
+    (sweep / "tuning.json").write_text(
+        json.dumps(
+            {
+                **tuned,
+                "methods": {
+                    "bdml/dml": {**tuned["methods"]["bdml/dml"], "study": "/home/me/outputs/tuning/bdml/dml"}
+                },
+            }
+        )
+    )
+    (report / "detection.csv").write_text("dataset,auc\ndigits,0.9\n")
     results = str(tmp_path / "results")
     assert publish.main(["digits", str(report), str(sweep), "--results", results]) == 0
     out = tmp_path / "results" / "digits"
     assert (out / "claims.csv").read_text() == "claim\nx\n" and not (out / "comparisons.csv").exists()
+    assert json.loads((out / "tuning.json").read_text()) == {f"{tmp_path.name}/sweep": tuned}
+    assert (out / "detection.csv").read_text() == "dataset,auc\ndigits,0.9\n"
     stamp = json.loads((out / "stamp.json").read_text())
     assert stamp["cpu"] == ["Test CPU"] and stamp["numerics"] == ["portable"]
     assert stamp["versions"] == [{"git_commit": "1234abc", "python": "3.11.7", "torch": "2.14.1"}]
@@ -260,8 +276,30 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
         "method-settings, 2 of them on each half of the seeds too; small_cluster noise, methods better at 0 "
         "and worse at 0 of 1 method-settings, 0 of them on each half of the seeds too"
     )
-    # The README counts them in a line: better and worse on both halves, unstable, inconclusive.
+    # The README has a row per data set and noise model: how visible the noise is to the kNN vote on the
+    # inputs (the report's detection.csv), the methods against their own baselines and against the reference
+    # (on all the seeds, then on both halves), and those better than the reference by name.
+    (folder / "detection.csv").write_text(
+        "dataset,noise,noise_rate,method,score,auc\n"
+        f"digits,symmetric,0.5,{METHOD_INPUTS},start,0.7012\n"
+        "digits,symmetric,0.5,PRISM,PRISM's score,0.91\n"
+    )
+    readme = tables.block(tmp_path)
     assert (
-        "6 comparisons, 1 better and 1 worse on both halves of the seeds, 2 unstable, 1 inconclusive"
-        in " ".join(tables.block(tmp_path).split())
+        "| digits, symmetric | 0.70 at 50% | 1 better, 0 worse of 1 (0, 0 on both halves) "
+        "| 1 better, 2 worse of 4 (1, 1 on both halves) | PRISM at 50% |"
+    ) in readme
+    assert (
+        "| mnist5k, small_cluster | - | 0 better, 0 worse of 0 (0, 0 on both halves) | 0 better, 0 worse "
+        in readme
+    )
+    detection = tables.read_rows(folder / "detection.csv")
+    assert "(digits, symmetric noise at 50%, kNN vote's AUC on the inputs 0.70): better 1" in " ".join(
+        tables.reference_lines(rows, detection)
+    )
+    # The comparisons not run at this version say which command writes them.
+    readme = " ".join(readme.split())
+    assert (
+        "MNIST-1D, and instance-dependent noise on the digits and MNIST-5k "
+        "(`make reproduce-noisy-dml-mnist1d`)" in readme
     )

@@ -187,7 +187,10 @@ def results_page() -> str:
         "",
     ]
     columns = [(RESULTS / key, title, command) for key, title, command in tables.REPRODUCTIONS]
-    columns.append((RESULTS / tables.COMPARISONS[0], "PRISM's noise protocols", tables.COMPARISONS[1]))
+    columns += [
+        (RESULTS / key, f"PRISM's noise protocols on {title}", command)
+        for key, title, command in tables.COMPARISONS
+    ]
     for folder, title, command in columns:
         found = next(iter(sorted(folder.glob("*.csv"))), None) if folder.is_dir() else None
         rows = tables.read_rows(found) if found is not None else None
@@ -196,20 +199,24 @@ def results_page() -> str:
     for paper in tables.papers.papers():
         if paper.claims:
             out += [f"## {paper.title}", "", *tables.paper_claims(paper.key, RESULTS)]
-    out += comparisons_section(RESULTS / tables.COMPARISONS[0] / "comparisons.csv")
+    for key, title, _ in tables.COMPARISONS:
+        out += comparisons_section(RESULTS / key / "comparisons.csv", title)
     return "\n".join(out) + "\n"
 
 
-def comparisons_section(path: Path) -> list[str]:
-    """PRISM's noise protocols: every method against its own paper's baseline and against the
-    training-free reference, a table per data set and noise model, the verdict first."""
+def comparisons_section(path: Path, title: str) -> list[str]:
+    """PRISM's noise protocols on ``title``: every method against its own paper's baseline and against the
+    training-free reference (with the kNN vote's AUC on the inputs per setting), a table per data set and
+    noise model, the verdict first."""
     tables = _readme_tables()
-    out = ["## PRISM's noise protocols, every method", ""]
+    out = [f"## PRISM's noise protocols on {title}, every method", ""]
     rows = tables.read_rows(path)
     if rows is None:
         return [*out, tables.comparisons_text(path), ""]
+    detection = tables.read_rows(path.parent / tables.DETECTION) or []
     out += [tables.comparisons_text(path), ""]
-    out += [f"- {line}" for line in tables.reference_lines(rows)] + [""]
+    out += [f"- {line}" for line in tables.reference_summary(rows, detection)] + [""]
+    out += [f"- {line}" for line in tables.reference_lines(rows, detection)] + [""]
     settings: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         settings.setdefault((row["dataset"], row["noise"]), []).append(row)

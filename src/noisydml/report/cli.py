@@ -28,7 +28,7 @@ from noisydml.report import claims as claims_module
 from noisydml.report import comparisons, selection_bias
 from noisydml.report.calculator import DEFAULT_ETAS, theory_text
 from noisydml.report.collect import FAILED, collect
-from noisydml.report.detection import draw_detection
+from noisydml.report.detection import detection_markdown, detection_rows, draw_detection, write_detection_csv
 from noisydml.report.page import write_page
 from noisydml.report.plots import draw_embeddings, draw_table, swept
 from noisydml.report.published import Published, load_published
@@ -114,6 +114,9 @@ def write_report(
         comparisons.write_csv(against_baselines, directory / "comparisons.csv")
     if inflations:
         selection_bias.write_csv(inflations, directory / "test_selection.csv")
+    detected = detection_rows(groups)
+    if detected:
+        write_detection_csv(detected, directory / "detection.csv")
     write_cells_csv(tables, published, directory / "cells.csv")
     write_runs_csv(tables, directory / "runs.csv")
     results = "".join(
@@ -130,7 +133,8 @@ def write_report(
     text = (
         f"# Report: {directory.name}\n\n{run_counts(runs)}; {where} at the end.\n\n"
         f"## Results\n\n{LEGEND}\n\n{results}{_tuning_markdown(paths)}{claims_section}"
-        f"{comparisons.markdown(against_baselines, interval)}{selection_bias.markdown(inflations)}"
+        f"{comparisons.markdown(against_baselines, interval)}{detection_markdown(detected)}"
+        f"{selection_bias.markdown(inflations)}"
         f"## Runs\n\n{run_counts(runs)} from:\n\n{sources}\n{failed_md}"
     )
     (directory / "report.md").write_text(text)

@@ -11,11 +11,16 @@ One figure per group of runs (a comparison across papers: per data set) and meas
 recall): a line per method, noise setting and score, the mean over seeds, so each method's detection is
 drawn beside the references'. The vote on the starting features is the same for every method trained on
 the same noisy labels: it is one line per noise setting, ``reference: ...``, the mean over seeds.
+
+The same numbers at the last epoch go in ``detection.csv`` and a table per data set and noise model in the
+report (:func:`detection_rows`): per noise setting first the kNN vote on the inputs (how hard the noise is
+to see without training: issue 36's measure of a benchmark's difficulty), then each method's detectors.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,10 +29,19 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from noisydml.report import papers
-from noisydml.report.collect import COMPLETE, KNN_DIAGNOSTICS, LOSS_DIAGNOSTICS, REFERENCE_METRICS, Run
+from noisydml.report.collect import (
+    COMPLETE,
+    KNN_DIAGNOSTICS,
+    KNN_START,
+    LOSS_DIAGNOSTICS,
+    REFERENCE_METRICS,
+    Run,
+)
 from noisydml.report.comparisons import is_comparison
+from noisydml.report.pairing import by_seed
 from noisydml.report.plots import save_figure
-from noisydml.report.tables import Group
+from noisydml.report.statistics import seed_order
+from noisydml.report.tables import Group, csv_number, md_cell, pivot
 from noisydml.utils.run_directory import RunDir
 
 # A panel per measure, every method's curve and the references' side by side.
@@ -43,6 +57,132 @@ def detection_metrics() -> dict[str, tuple[str, str]]:
     the panel it is drawn in and the score it measures."""
     found = [*papers.diagnostics(lambda d: d.detection is not None), *LOSS_DIAGNOSTICS, *KNN_DIAGNOSTICS]
     return {d.metric: d.detection for d in found if d.detection is not None}
+
+
+# detection.csv's columns: a row per noise setting and detector (the vote on the inputs once per setting,
+# as METHOD_INPUTS, then each method's scores), the last epoch's values, the means over seeds.
+FIELDS = (
+    "figure",
+    "dataset",
+    "noise",
+    "noise_rate",
+    "method",
+    "score",
+    "auc",
+    "precision",
+    "recall",
+    "n_seeds",
+)
+METHOD_INPUTS = "kNN label vote on the inputs (no training)"
+
+
+def detection_rows(groups: list[Group]) -> list[dict]:
+    """``detection.csv``'s rows for the groups of a comparison across papers: per data set, noise model and
+    rate, the kNN label vote on the features the runs start from (every method's runs log the same, one
+    value a seed), then each method's detection scores (its paper's, the per-sample loss's and the vote on
+    its embedding) at the last epoch logged, each the mean over the seeds that logged it."""
+    metrics = detection_metrics()
+    names = detector_names(metrics)
+    found = []
+    for group in filter(is_comparison, groups):
+        table = pivot(group, "noise.rate")
+        for column in table.columns:
+            for noise in sorted({str(row.choice("noise") or "") for row in table.rows}):
+                rows = [row for row in table.rows if str(row.choice("noise") or "") == noise]
+                setting = {
+                    "figure": group.figure,
+                    "dataset": group.dataset,
+                    "noise": noise,
+                    "noise_rate": column,
+                }
+                inputs: dict[str, dict[str, float]] = defaultdict(dict)
+                methods: list[dict] = []
+                for row in rows:
+                    # detector -> panel -> seed -> value
+                    by_detector: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+                    for metric, (panel, _) in metrics.items():
+                        values = by_seed(row, column, metric)
+                        if not values:
+                            continue
+                        if metric in REFERENCE_METRICS:
+                            for seed, value in values.items():
+                                inputs[panel].setdefault(seed, value)
+                        else:
+                            by_detector[_detector(metric)][panel] = values
+                    methods += [
+                        {**setting, "method": row.method, "score": names[detector], **_means(values)}
+                        for detector, values in sorted(by_detector.items())
+                    ]
+                if inputs:
+                    found.append({**setting, "method": METHOD_INPUTS, "score": KNN_START, **_means(inputs)})
+                found += methods
+    return found
+
+
+def _detector(metric: str) -> str:
+    """The detector a metric measures: ``train/loss_auc`` and ``train/loss_recall`` are the loss's."""
+    return metric.rsplit("_", 1)[0]
+
+
+def detector_names(metrics: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """Each detector's name: the score its ROC AUC names (``per-sample loss``), else its first metric's."""
+    names: dict[str, str] = {}
+    for metric, (panel, score) in metrics.items():
+        if panel == "auc" or _detector(metric) not in names:
+            names[_detector(metric)] = score
+    return names
+
+
+def _means(by_panel: dict[str, dict[str, float]]) -> dict:
+    seeds = seed_order({seed for values in by_panel.values() for seed in values})
+    means = {panel: float(np.mean(list(by_panel[panel].values()))) for panel in by_panel}
+    return {**{panel: means.get(panel, math.nan) for panel in PANELS}, "n_seeds": len(seeds)}
+
+
+def write_detection_csv(rows: list[dict], path: Path) -> Path:
+    """``detection.csv``: :func:`detection_rows`, numbers as fractions."""
+    with Path(path).open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: csv_number(v) if k in PANELS else v for k, v in row.items()})
+    return Path(path)
+
+
+def detection_markdown(rows: list[dict]) -> str:
+    """The report's section: a table per data set and noise model, a column per rate, the vote on the
+    inputs first, then each method's detectors, the ROC AUC at the last epoch (mean over seeds)."""
+    if not rows:
+        return ""
+    out = [
+        "## Finding the flipped labels\n",
+        "ROC AUC at finding the flipped labels, the mean over seeds at the last epoch logged; first the kNN "
+        "label vote on the inputs, which needs no training: where it is near 1 the noise is easy to see and "
+        "a filter on it is hard to beat, where it is near 0.5 only a learned embedding can find the flips.\n",
+    ]
+    tables: dict[tuple[str, str], dict[tuple[str, str], dict[str, float]]] = defaultdict(dict)
+    rates: dict[tuple[str, str], list] = defaultdict(list)
+    for row in rows:
+        key = (row["dataset"], row["noise"])
+        if row["noise_rate"] not in rates[key]:
+            rates[key].append(row["noise_rate"])
+        tables[key].setdefault((row["method"], row["score"]), {})[str(row["noise_rate"])] = row["auc"]
+    for key, cells in tables.items():
+        columns = rates[key]
+        out += [
+            f"### {key[0]}, {key[1]} noise\n",
+            "| detector | score | " + " | ".join(f"rate {c}" for c in columns) + " |",
+            "|---|---|" + "---|" * len(columns),
+        ]
+        for (method, score), values in cells.items():
+            numbers = [_auc(values.get(str(c), math.nan)) for c in columns]
+            out.append(f"| {md_cell(method)} | {md_cell(score)} | " + " | ".join(numbers) + " |")
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _auc(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.3f}"
 
 
 def epoch_series(run: Run, metrics: dict[str, tuple[str, str]] | None = None) -> dict[str, dict[int, float]]:
@@ -97,8 +237,8 @@ def draw_detection(groups: list[Group], out: Path) -> list[tuple[Path, str]]:
                     else:
                         curves[panel][setting][f"{method}: {score}"][epoch].append(value)
         for (panel, setting, name), by_epoch in shared.items():
-            for epoch, by_seed in by_epoch.items():
-                curves[panel][setting][name][epoch] = list(by_seed.values())
+            for epoch, seeds in by_epoch.items():
+                curves[panel][setting][name][epoch] = list(seeds.values())
         for panel, settings in sorted(curves.items()):
             path = out / f"{group.slug}_detection_{panel}.png"
             caption = (
