@@ -362,7 +362,9 @@ def stamp_line(folder: Path, rows: list[dict] | None, command: str) -> str:
         seeds = f"{len(counts)} experiments with {counts[0]} seeds each"
     else:
         seeds = f"{len(counts)} experiments with {', '.join(map(str, counts[:-1]))} and {counts[-1]} seeds"
-    commit = str(stamp.get("commit") or "?")[:7] + (
+    # A list when the runs trained at several commits (publish_results.py records each).
+    commits = stamp.get("commit") or "?"
+    commit = " / ".join(str(c)[:7] for c in (commits if isinstance(commits, list) else [commits])) + (
         " with local changes" if stamp.get("tree_changed") else ""
     )
     cpus = "; ".join(stamp.get("cpu") or ["?"])

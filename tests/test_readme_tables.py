@@ -140,6 +140,9 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
         in detail
     )
     assert "abcdef0" not in text  # the commit is in the detail, never in the README (no history there)
+    # Runs trained at two commits: both named.
+    (folder / "stamp.json").write_text(json.dumps({**stamp, "commit": ["abcdef0123", "1234567890"]}))
+    assert "`make reproduce-digits` at abcdef0 / 1234567 on Test CPU" in tables.detail(tmp_path)
     for key, wall_s, said in (
         ("digits", 24 * 60, ", 16 runs in 24 min on 2 cores, 2 runs at a time (budget 30 min)"),
         ("mnist5k", 71 * 60, ", 16 runs in 71 min on 2 cores, 2 runs at a time, over its 60-min budget"),
