@@ -289,7 +289,7 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
     )
     readme = tables.block(tmp_path)
     assert (
-        "| digits, symmetric | 0.70 at 50% | 1 better, 0 worse of 1 (0, 0 on both halves) "
+        "| digits, symmetric | 0.701 at 50% | 1 better, 0 worse of 1 (0, 0 on both halves) "
         "| 1 better, 2 worse of 4 (1, 1 on both halves) | PRISM at 50% |"
     ) in readme
     assert (
@@ -297,7 +297,7 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
         in readme
     )
     detection = tables.read_rows(folder / "detection.csv")
-    assert "(digits, symmetric noise at 50%, kNN vote's AUC on the inputs 0.70): better 1" in " ".join(
+    assert "(digits, symmetric noise at 50%, kNN vote's AUC on the inputs 0.701): better 1" in " ".join(
         tables.reference_lines(rows, detection)
     )
     # The comparisons not run at this version say which command writes them.
