@@ -194,7 +194,7 @@ def comparison_rows(rows: list[dict], detection: list[dict], label: str) -> list
     for (dataset, noise), found in settings.items():
         rates = sorted({r["noise_rate"] for r in found}, key=float)
         seen = ", ".join(
-            f"{votes[dataset, noise, r]:.2f} at {_percent(r)}" for r in rates if (dataset, noise, r) in votes
+            f"{votes[dataset, noise, r]:.3f} at {_percent(r)}" for r in rates if (dataset, noise, r) in votes
         )
         own = [r for r in found if r["baseline"] != label]
         reference = [r for r in found if r["baseline"] == label]
@@ -362,7 +362,9 @@ def stamp_line(folder: Path, rows: list[dict] | None, command: str) -> str:
         seeds = f"{len(counts)} experiments with {counts[0]} seeds each"
     else:
         seeds = f"{len(counts)} experiments with {', '.join(map(str, counts[:-1]))} and {counts[-1]} seeds"
-    commit = str(stamp.get("commit") or "?")[:7] + (
+    # A list when the runs trained at several commits (publish_results.py records each).
+    commits = stamp.get("commit") or "?"
+    commit = " / ".join(str(c)[:7] for c in (commits if isinstance(commits, list) else [commits])) + (
         " with local changes" if stamp.get("tree_changed") else ""
     )
     cpus = "; ".join(stamp.get("cpu") or ["?"])
@@ -463,7 +465,7 @@ def reference_lines(rows: list[dict], detection: list[dict] | None = None) -> li
         rest = sum(
             len(methods) for verdict, methods in verdicts.items() if verdict not in ("better", "worse")
         )
-        seen = f", kNN vote's AUC on the inputs {votes[key]:.2f}" if key in votes else ""
+        seen = f", kNN vote's AUC on the inputs {votes[key]:.3f}" if key in votes else ""
         lines.append(
             f"against the training-free {label} ({dataset}, {noise} noise at {_percent(rate)}{seen}): better "
             f"{_names(better)}; worse {_names(worse)}; {rest} inconclusive or missing; on each half of the "
@@ -502,7 +504,7 @@ def reference_summary(rows: list[dict], detection: list[dict]) -> list[str]:
         dataset, noise = key
         rates = sorted({rate for found in verdicts.values() for _, rate in found}, key=float)
         seen = [
-            f"{votes[dataset, noise, r]:.2f} at {_percent(r)}" for r in rates if (dataset, noise, r) in votes
+            f"{votes[dataset, noise, r]:.3f} at {_percent(r)}" for r in rates if (dataset, noise, r) in votes
         ]
         better, worse = verdicts.get("better", []), verdicts.get("worse", [])
         total = sum(len(found) for found in verdicts.values())

@@ -140,6 +140,9 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
         in detail
     )
     assert "abcdef0" not in text  # the commit is in the detail, never in the README (no history there)
+    # Runs trained at two commits: both named.
+    (folder / "stamp.json").write_text(json.dumps({**stamp, "commit": ["abcdef0123", "1234567890"]}))
+    assert "`make reproduce-digits` at abcdef0 / 1234567 on Test CPU" in tables.detail(tmp_path)
     for key, wall_s, said in (
         ("digits", 24 * 60, ", 16 runs in 24 min on 2 cores, 2 runs at a time (budget 30 min)"),
         ("mnist5k", 71 * 60, ", 16 runs in 71 min on 2 cores, 2 runs at a time, over its 60-min budget"),
@@ -286,7 +289,7 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
     )
     readme = tables.block(tmp_path)
     assert (
-        "| digits, symmetric | 0.70 at 50% | 1 better, 0 worse of 1 (0, 0 on both halves) "
+        "| digits, symmetric | 0.701 at 50% | 1 better, 0 worse of 1 (0, 0 on both halves) "
         "| 1 better, 2 worse of 4 (1, 1 on both halves) | PRISM at 50% |"
     ) in readme
     assert (
@@ -294,7 +297,7 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
         in readme
     )
     detection = tables.read_rows(folder / "detection.csv")
-    assert "(digits, symmetric noise at 50%, kNN vote's AUC on the inputs 0.70): better 1" in " ".join(
+    assert "(digits, symmetric noise at 50%, kNN vote's AUC on the inputs 0.701): better 1" in " ".join(
         tables.reference_lines(rows, detection)
     )
     # The comparisons not run at this version say which command writes them.
