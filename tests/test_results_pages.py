@@ -97,7 +97,11 @@ def test_the_results_page_reads_as_an_answer_then_the_detail(tmp_path):
     # Each reproduction in a line: its command and commit, CPU, numerics, seeds per experiment and runs.
     for folder in sorted(p for p in RESULTS.iterdir() if (p / "stamp.json").is_file()):
         stamp = json.loads((folder / "stamp.json").read_text())
-        line = next(line for line in text.splitlines() if f"at {stamp['commit'][:7]} on " in line)
+        # The runs' commit, or each of theirs where they trained at several.
+        commits = stamp["commit"] if isinstance(stamp["commit"], list) else [stamp["commit"]]
+        line = next(
+            line for line in text.splitlines() if f"at {' / '.join(c[:7] for c in commits)} on " in line
+        )
         assert stamp["cpu"][0] in line and "numerics portable" in line and "experiment" in line
         assert f"{stamp['complete_runs']} runs" in line
     # Every claims table puts the verdict first; the comparisons come per data set and noise model.
