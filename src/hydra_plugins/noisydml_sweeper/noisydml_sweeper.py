@@ -13,7 +13,7 @@ Interval and range sweeps (an Optuna search space) are the Optuna sweeper's.
 
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,8 +68,7 @@ class NoisydmlSweeper(Sweeper):
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        overrides = parser.parse_overrides([*(f"{k}={v}" for k, v in self.params.items()), *arguments])
-        jobs = self.jobs(overrides)
+        jobs = self.expand(self.params, arguments, parser)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -85,6 +84,17 @@ class NoisydmlSweeper(Sweeper):
                 _ = result.return_value
             returns.append(results)
         return returns
+
+    @staticmethod
+    def expand(
+        params: Mapping[str, Any], arguments: Sequence[str], parser: OverridesParser | None = None
+    ) -> list[list[str]]:
+        """The jobs of a sweep of ``params`` (``hydra.sweeper.params``) and the command line's ``arguments``:
+        the params first, the command line after them (:meth:`jobs`). What a sweep ran can be expanded
+        again from its multirun.yaml (the report, the interrupted-sweep summary) with the same order."""
+        parser = parser or OverridesParser.create()
+        arguments = [*(f"{k}={v}" for k, v in params.items()), *arguments]
+        return NoisydmlSweeper.jobs(parser.parse_overrides(arguments))
 
     @staticmethod
     def jobs(overrides: list[Override]) -> list[list[str]]:

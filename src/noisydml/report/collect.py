@@ -115,13 +115,9 @@ def expected_jobs(multirun: dict) -> list[dict[str, Any]] | None:
     sweeper = hydra_node.get("sweeper") or {}
     if str(sweeper.get("_target_", "")) not in PRODUCT_SWEEPERS:
         return None
-    params = sweeper.get("params") or {}
-    # The same order as the sweepers': the config's params first, the command line after them; a key given
-    # twice keeps its first place and its last values.
-    arguments = [f"{k}={v}" for k, v in params.items()] + list(
-        (hydra_node.get("overrides") or {}).get("task") or []
-    )
-    return [parse_overrides(job) for job in NoisydmlSweeper.jobs(_parser().parse_overrides(arguments))]
+    task = (hydra_node.get("overrides") or {}).get("task") or []
+    jobs = NoisydmlSweeper.expand(sweeper.get("params") or {}, task, _parser())
+    return [parse_overrides(job) for job in jobs]
 
 
 def signature(overrides: dict[str, Any], drop: tuple[str, ...] = ()) -> frozenset[tuple[str, str]]:

@@ -1,12 +1,12 @@
 """What a sweep stopped partway (Ctrl-C, SIGTERM, a failed job) has done, and the one command that
 continues it; a search's arguments (:func:`check_search_arguments`), checked before it starts.
 
-A Hydra callback (``conf/hydra/default.yaml``) notes the sweep's jobs as it starts, with the sweeper's own
-expansion of the overrides (:meth:`NoisydmlSweeper.jobs`, Hydra's basic sweep), and each job as it starts; the
-``noisydml`` command prints :func:`summary` when the sweep ends before its last job did. The command is the
-one given, in the sweep's folder (``hydra.sweep.dir``): its finished jobs are skipped (their folders hold
-their results), an interrupted one continues from its checkpoint, the rest run. Without ``hydra.sweep.dir``
-the same command would start a new, timestamped folder and run everything again.
+A Hydra callback (``conf/hydra/default.yaml``) notes the sweep's jobs as it starts, with the sweeper's
+own expansion of the overrides (:meth:`NoisydmlSweeper.expand`, Hydra's basic sweep), and each job as it
+starts; the ``noisydml`` command prints :func:`summary` when the sweep ends before its last job did. The
+command is the one given, in the sweep's folder (``hydra.sweep.dir``): its finished jobs are skipped (their
+folders hold their results), an interrupted one continues from its checkpoint, the rest run. Without
+``hydra.sweep.dir`` the same command would start a new, timestamped folder and run everything again.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
@@ -68,16 +67,12 @@ def _jobs(config: DictConfig) -> list[list[str]] | None:
     sweeper = config.hydra.sweeper
     if sweeper.get("_target_") not in PRODUCT_SWEEPERS:
         return None
-
-    params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
     task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
     try:
-        overrides = OverridesParser.create().parse_overrides([*params, *task])
-        batch = NoisydmlSweeper.jobs(overrides)
+        return NoisydmlSweeper.expand(sweeper.get("params") or {}, task)
     except Exception:
-        # A sweep the basic sweeper itself refuses (it says why); nothing to list.
+        # A sweep the sweeper itself refuses (it says why); nothing to list.
         return None
-    return batch
 
 
 def summary(argv: list[str]) -> str | None:
