@@ -176,7 +176,7 @@ def comparisons_block(results: Path, where: str) -> list[str]:
         if rows is None:
             missing.append(f"{title} (`{command}`)")
             continue
-        table += comparison_rows(rows, read_rows(results / key / DETECTION) or [], label)
+        table += comparison_rows(rows, read_rows(results / key / DETECTION) or [], label, where)
     if len(table) > 2:
         lines += ["", *table]
     if missing:
@@ -184,8 +184,9 @@ def comparisons_block(results: Path, where: str) -> list[str]:
     return lines
 
 
-def comparison_rows(rows: list[dict], detection: list[dict], label: str) -> list[str]:
-    """The README table's rows of one comparison: one per data set and noise model."""
+def comparison_rows(rows: list[dict], detection: list[dict], label: str, where: str) -> list[str]:
+    """The README table's rows of one comparison: one per data set and noise model; more than ``NAMED``
+    methods better than the reference are counted, and said to be named ``where``."""
     votes = input_votes(detection)
     settings: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
@@ -204,7 +205,7 @@ def comparison_rows(rows: list[dict], detection: list[dict], label: str) -> list
                 better.setdefault(row["method"], []).append(_percent(row["noise_rate"]))
         named = "; ".join(f"{method} at {' and '.join(at)}" for method, at in better.items()) or "none"
         if len(better) > NAMED:
-            named = f"{len(better)} methods, named on the docs' Results page"
+            named = f"{len(better)} methods, named {where}"
         out.append(
             f"| {dataset}, {noise} | {seen or '-'} | {_tally(own)} | {_tally(reference)} | {_md(named)} |"
         )
@@ -482,46 +483,6 @@ def input_votes(detection: list[dict]) -> dict[tuple[str, str, str], float]:
         for r in detection
         if r["method"] == METHOD_INPUTS and r.get("auc")
     }
-
-
-def reference_summary(rows: list[dict], detection: list[dict]) -> list[str]:
-    """A line per data set and noise model: the kNN vote's AUC on the inputs at each rate (how visible the
-    noise is), and where the methods beat the training-free reference on all the seeds (after
-    Benjamini-Hochberg), naming them with their rates, and how many of those each half reaches too."""
-    label = method_config(REFERENCE)[1] or REFERENCE
-    votes = input_votes(detection)
-    settings: dict[tuple[str, str], dict[str, list[tuple[str, str]]]] = {}
-    replicated: Counter = Counter()
-    for row in rows:
-        if row["baseline"] != label:
-            continue
-        key = (row["dataset"], row["noise"])
-        pooled = row.get("verdict_all_seeds") or row["verdict"]
-        settings.setdefault(key, {}).setdefault(pooled, []).append((row["method"], row["noise_rate"]))
-        replicated[key, row["verdict"]] += row["verdict"] in ("better", "worse")
-    lines = []
-    for key, verdicts in settings.items():
-        dataset, noise = key
-        rates = sorted({rate for found in verdicts.values() for _, rate in found}, key=float)
-        seen = [
-            f"{votes[dataset, noise, r]:.3f} at {_percent(r)}" for r in rates if (dataset, noise, r) in votes
-        ]
-        better, worse = verdicts.get("better", []), verdicts.get("worse", [])
-        total = sum(len(found) for found in verdicts.values())
-        by_method: dict[str, list[str]] = {}
-        for method, rate in sorted(better, key=lambda m: (m[0], float(m[1]))):
-            by_method.setdefault(method, []).append(_percent(rate))
-        named = "; ".join(f"{method} at {' and '.join(at)}" for method, at in by_method.items())
-        if len(by_method) > NAMED:
-            named = f"{len(by_method)} methods (each named on the docs' Results page)"
-        lines.append(
-            f"{dataset}, {noise} noise"
-            + (f" (kNN vote's AUC on the inputs {', '.join(seen)})" if seen else "")
-            + f": better than the training-free {label} at {len(better)} and worse at {len(worse)} "
-            f"of {total} method-settings on all the seeds, of which {replicated[key, 'better']} and "
-            f"{replicated[key, 'worse']} on both halves" + (f"; better: {named}" if named else "")
-        )
-    return lines
 
 
 def _names(methods: list[str]) -> str:

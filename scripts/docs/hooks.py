@@ -206,8 +206,9 @@ def results_page() -> str:
 
 def comparisons_section(path: Path, title: str) -> list[str]:
     """PRISM's noise protocols on ``title``: every method against its own paper's baseline and against the
-    training-free reference (with the kNN vote's AUC on the inputs per setting), a table per data set and
-    noise model, the verdict first."""
+    training-free reference (with the kNN vote's AUC on the inputs per setting; the page's answer has the
+    row per data set and noise model the README has), a table per data set and noise model, the verdict
+    first."""
     tables = _readme_tables()
     out = [f"## PRISM's noise protocols on {title}, every method", ""]
     rows = tables.read_rows(path)
@@ -215,7 +216,6 @@ def comparisons_section(path: Path, title: str) -> list[str]:
         return [*out, tables.comparisons_text(path), ""]
     detection = tables.read_rows(path.parent / tables.DETECTION) or []
     out += [tables.comparisons_text(path), ""]
-    out += [f"- {line}" for line in tables.reference_summary(rows, detection)] + [""]
     out += [f"- {line}" for line in tables.reference_lines(rows, detection)] + [""]
     settings: dict[tuple[str, str], list[dict]] = {}
     for row in rows:

@@ -313,11 +313,11 @@ def markdown(comparisons: list[Comparison], interval: str) -> str:
     return "\n".join(out) + "\n"
 
 
+# A row's setting, the first columns of every per-setting CSV of a report (comparisons.csv,
+# test_selection.csv, detection.csv), which scripts/readme_tables.py reads by name.
+SETTING_FIELDS = ("figure", "dataset", "noise", "noise_rate")
 FIELDS = (
-    "figure",
-    "dataset",
-    "noise",
-    "noise_rate",
+    *SETTING_FIELDS,
     "method",
     "baseline",
     "metric",

@@ -37,10 +37,9 @@ from noisydml.report.collect import (
     REFERENCE_METRICS,
     Run,
 )
-from noisydml.report.comparisons import is_comparison
+from noisydml.report.comparisons import SETTING_FIELDS, is_comparison
 from noisydml.report.pairing import by_seed
 from noisydml.report.plots import save_figure
-from noisydml.report.statistics import seed_order
 from noisydml.report.tables import Group, csv_number, md_cell, pivot
 from noisydml.utils.run_directory import RunDir
 
@@ -62,10 +61,7 @@ def detection_metrics() -> dict[str, tuple[str, str]]:
 # detection.csv's columns: a row per noise setting and detector (the vote on the inputs once per setting,
 # as METHOD_INPUTS, then each method's scores), the last epoch's values, the means over seeds.
 FIELDS = (
-    "figure",
-    "dataset",
-    "noise",
-    "noise_rate",
+    *SETTING_FIELDS,
     "method",
     "score",
     "auc",
@@ -134,9 +130,12 @@ def detector_names(metrics: dict[str, tuple[str, str]]) -> dict[str, str]:
 
 
 def _means(by_panel: dict[str, dict[str, float]]) -> dict:
-    seeds = seed_order({seed for values in by_panel.values() for seed in values})
-    means = {panel: float(np.mean(list(by_panel[panel].values()))) for panel in by_panel}
-    return {**{panel: means.get(panel, math.nan) for panel in PANELS}, "n_seeds": len(seeds)}
+    """Each panel's mean over seeds (nan where none logged it) and how many seeds logged any."""
+    means = {
+        panel: float(np.mean(list(by_panel[panel].values()))) if panel in by_panel else math.nan
+        for panel in PANELS
+    }
+    return {**means, "n_seeds": len({seed for values in by_panel.values() for seed in values})}
 
 
 def write_detection_csv(rows: list[dict], path: Path) -> Path:

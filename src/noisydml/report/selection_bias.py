@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from noisydml.report.comparisons import is_comparison
+from noisydml.report.comparisons import SETTING_FIELDS, is_comparison
 from noisydml.report.pairing import by_seed, interval_text
 from noisydml.report.statistics import Paired, paired
 from noisydml.report.tables import Group, csv_number, format_number, md_cell, pivot
@@ -138,10 +138,7 @@ def _cell(i: Inflation) -> str:
 
 
 FIELDS = (
-    "figure",
-    "dataset",
-    "noise",
-    "noise_rate",
+    *SETTING_FIELDS,
     "method",
     "methods",
     "validation_selected",
