@@ -435,6 +435,11 @@ BAD_INPUTS = [
         r"'data.filter={_target_: noisydml.data.knn_filter.KnnLabelFilter}'",
     ),
     (
+        ["method=reference/knn_filter", "data.filter.min_per_class=-1"],
+        r"data.filter.min_per_class=-1 must be a number of samples no class is filtered below, e.g. "
+        r"\$\{data.K\} \(what a batch draws from a class\), or 0 for no floor",
+    ),
+    (
         ["dataset=features", "dataset.root={data}/named", "backbone.trunk.in_features=8"],
         r"features: .*/named/features.npz holds labels of type <U\d+ \('a', 'a', 'a', ...\); labels are "
         r"class numbers: save them as integers",

@@ -14,11 +14,12 @@ from omegaconf import OmegaConf
 
 import layouts
 from noisydml.callbacks.knn_detection import KnnDetection
+from noisydml.data import TensorDataset
 from noisydml.data.digits import Digits
 from noisydml.data.knn_filter import KnnLabelFilter, starting_features
 from noisydml.metrics.label_vote import flip_detection, knn_label_vote
 from noisydml.models import EmbeddingNet
-from noisydml.noise import UniformNoise
+from noisydml.noise import NoisyLabels, UniformNoise
 from noisydml.report.cli import write_report
 from noisydml.report.collect import Run, collect, declared_baselines
 from noisydml.report.detection import epoch_series
@@ -98,6 +99,71 @@ def test_filter_drops_the_noise_rate_share_with_the_highest_votes_or_the_outvote
     assert unknown.report["rule"] == "outvoted"
     with pytest.raises(ValueError, match="data.filter.rate=1.5 is outside"):
         KnnLabelFilter(rate=1.5)
+
+
+def test_filter_leaves_no_class_below_its_floor_and_still_drops_the_rate_share():
+    # Two clusters on a line, 10 samples each (labels 0 and 1), and 4 samples labelled 2 inside cluster 1,
+    # 2 apart: each 2's k = 3 nearest neighbours are all 1s, so the four are outvoted with the highest
+    # votes. rate 0.25 of 24 = 6 dropped. With a floor of 3 the 2s keep 3 (their lowest-voted, ties in the
+    # seeded order) and the next-highest votes go in their place.
+    points = np.concatenate([np.arange(10.0), 100 + np.arange(10.0), 100.5 + 2 * np.arange(4.0)])
+    labels = np.repeat([0, 1, 2], [10, 10, 4])
+    split = TensorDataset(torch.tensor(points[:, None], dtype=torch.float32), labels)
+    noisy = NoisyLabels(np.arange(len(labels)), labels.copy(), labels.copy())
+    free = KnnLabelFilter(k=3, rate=0.25, seed=0)
+    dropped = ~free.keep(split, noisy)
+    assert dropped.sum() == 6 and dropped[labels == 2].all() and free.report["spared"] == 0
+    floored = KnnLabelFilter(k=3, rate=0.25, seed=0, min_per_class=3)
+    kept = floored.keep(split, noisy)
+    assert (~kept).sum() == 6 == floored.report["dropped"]
+    assert np.bincount(labels[kept]).min() == 3 == kept[labels == 2].sum()
+    assert floored.report["spared"] == 3 and floored.report["min_per_class"] == 3
+    # The 2 dropped is the highest-voted of them, the others those without a floor would drop next.
+    order = floored._order(knn_label_vote(points[:, None], labels, 3).votes)
+    expected = [i for i in order if labels[i] != 2][:5] + [next(i for i in order if labels[i] == 2)]
+    assert sorted(np.flatnonzero(~kept).tolist()) == sorted(expected)
+    # Unknown rate: the outvoted 2s, but for the 3 the floor keeps.
+    outvoted = KnnLabelFilter(k=3, rate=None, min_per_class=3)
+    assert (labels[~outvoted.keep(split, noisy)] == 2).sum() == 1
+    with pytest.raises(ValueError, match=r"data.filter.min_per_class=-1 must be .* e.g. \$\{data.K\}"):
+        KnnLabelFilter(min_per_class=-1)
+
+
+def test_a_floor_no_class_reaches_changes_nothing():
+    train = Digits().splits().train
+    for noise, rate in ((UniformNoise(0.4, seed=0), 0.4), (UniformNoise(0.2, seed=1), None)):
+        noisy = noise.apply(train.labels)
+        free = KnnLabelFilter(k=10, rate=rate, seed=3).keep(train, noisy)
+        floored = KnnLabelFilter(k=10, rate=rate, seed=3, min_per_class=12)
+        np.testing.assert_array_equal(floored.keep(train, noisy), free)
+        assert floored.report["spared"] == 0 and np.bincount(noisy.observed[free]).min() >= 12
+
+
+def test_the_reference_trains_where_instance_dependent_noise_crowds_a_class(compose_config, tmp_path):
+    # The digits at 40% instance-dependent noise, seed 3: dropping the 40% highest votes would leave a
+    # class under data.K = 12 samples (the sampler's error, before the floor); with the config's floor of
+    # data.K the reference trains, having dropped the same count.
+    overrides = (
+        "experiment=noisy_dml/digits_instance_dependent",
+        "method=reference/knn_filter",
+        "noise.rate=0.4",
+        "seed=3",
+        f"paths.data_dir={tmp_path / 'data'}",
+    )
+    cfg = compose_config(*overrides)
+    assert cfg.data.filter.min_per_class == cfg.data.K == 12
+    train(cfg)
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    report = results["noise"]["filter"]
+    assert report["dropped"] == round(0.4 * (report["dropped"] + report["kept"])) and report["spared"] > 0
+    with (tmp_path / "run" / "labels.csv").open() as f:
+        observed = [int(row["observed"]) for row in csv.DictReader(f)]
+    assert len(observed) == report["kept"] and min(np.unique(observed, return_counts=True)[1]) == 12
+    # Without the floor, the error names the filter and the floor.
+    cfg = compose_config(*overrides, "data.filter.min_per_class=0", run="free")
+    expected = r"data.val_fraction=0.1 and data.filter leave too little.*min_per_class=12$"
+    with pytest.raises(ValueError, match=expected):
+        train(cfg)
 
 
 def test_starting_features_of_a_pretrained_trunk_are_its_pooled_output():

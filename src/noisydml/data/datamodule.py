@@ -166,12 +166,18 @@ class MetricDataModule(pl.LightningDataModule):
         try:
             self.sampler = self._sampler()
         except ValueError as error:
-            if self.val_fraction == 0 or not str(error).startswith(("data.K=", "data.P=")):
+            removed = [f"data.val_fraction={self.val_fraction}"] if self.val_fraction > 0 else []
+            if self.filter is not None:
+                removed.append("data.filter")
+            if not removed or not str(error).startswith(("data.K=", "data.P=")):
                 raise
-            # The batch's shape is fine; what is left to train on after validation is not.
+            # The batch's shape is fine; what is left to train on after validation (and a filter) is not.
+            fixes = ["lower data.val_fraction"] if self.val_fraction > 0 else []
+            if self.filter is not None:
+                fixes.append(f"keep data.K per class through the filter: data.filter.min_per_class={self.K}")
             raise ValueError(
-                f"data.val_fraction={self.val_fraction} leaves too little to train on ({error}); lower "
-                "data.val_fraction"
+                f"{' and '.join(removed)} {'leave' if len(removed) > 1 else 'leaves'} too little to train on "
+                f"({error}); {', or '.join(fixes)}"
             ) from error
 
     @property

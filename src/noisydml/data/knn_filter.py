@@ -63,7 +63,15 @@ class KnnLabelFilter:
     dropped, those whose own label is not the commonest among their neighbours (SimiFeat's majority rule:
     no threshold to choose, and right as long as a clean neighbourhood's commonest label is its class).
 
-    ``report`` says what was dropped, and how many of the dropped and kept samples were flipped.
+    ``min_per_class`` (the configs set it to ``data.K``, the samples a batch draws from a class) is a floor:
+    no class is left with fewer, so that the filter never makes a class too small for the sampler to draw.
+    Walking the samples from the highest vote down, one whose class is down to the floor is spared and the
+    next is taken instead, so the count dropped stays ``round(rate x n)`` (with the rate unknown, the
+    spared outvoted samples are simply kept); a class is spared its lowest-voted samples. Where no class
+    would fall below the floor, the samples dropped are exactly those without it.
+
+    ``report`` says what was dropped, how many of the dropped and kept samples were flipped, and how many
+    the floor spared.
     """
 
     def __init__(
@@ -74,12 +82,19 @@ class KnnLabelFilter:
         trunk_features: bool = False,
         backbone: nn.Module | None = None,
         batch_size: int = 256,
+        min_per_class: int = 0,
     ):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"data.filter.k={k} must be a positive number of neighbours, e.g. 10")
         self.k = k
         self.rate = None if rate is None else check_fraction("data.filter.rate", rate, example=0.2)
         self.seed = seed
+        if isinstance(min_per_class, bool) or not isinstance(min_per_class, int) or min_per_class < 0:
+            raise ValueError(
+                f"data.filter.min_per_class={min_per_class} must be a number of samples no class is filtered "
+                "below, e.g. ${data.K} (what a batch draws from a class), or 0 for no floor"
+            )
+        self.min_per_class = min_per_class
         if trunk_features and backbone is None:
             raise ValueError(
                 "data.filter.trunk_features=true votes on the backbone's trunk features, but "
@@ -96,19 +111,22 @@ class KnnLabelFilter:
             self.backbone = self.backbone.cuda()
         features = starting_features(Subset(split, noisy.indices.tolist()), self.backbone, self.batch_size)
         vote = knn_label_vote(features, noisy.observed, self.k)
+        order = self._order(vote.votes)
         if self.rate is None:
-            drop = vote.outvoted
+            order = order[vote.outvoted[order]]
+            count = len(order)
             rule = "outvoted"
         else:
             count = int(np.rint(round(self.rate * len(vote.votes), 9)))
-            drop = np.zeros(len(vote.votes), dtype=bool)
-            drop[self._order(vote.votes)[:count]] = True
             rule = f"highest votes, rate {self.rate:g}"
+        drop, spared = self._drop(order, noisy.observed, count)
         flipped = noisy.observed != noisy.true
         self.report = {
             "k": self.k,
             "rule": rule,
             "features": "trunk" if self.backbone is not None else "inputs",
+            "min_per_class": self.min_per_class,
+            "spared": spared,
             "dropped": int(drop.sum()),
             "dropped_flipped": int(flipped[drop].sum()),
             "kept": int((~drop).sum()),
@@ -123,6 +141,25 @@ class KnnLabelFilter:
             self.report["dropped_flipped"],
         )
         return ~drop
+
+    def _drop(self, order: np.ndarray, labels: np.ndarray, count: int) -> tuple[np.ndarray, int]:
+        """The mask of the first ``count`` samples of ``order`` whose class stays at ``min_per_class`` or
+        more without them, and how many of ``order`` were passed over for the floor before the count."""
+        drop = np.zeros(len(labels), dtype=bool)
+        classes, left = np.unique(labels, return_counts=True)
+        left = dict(zip(classes.tolist(), left.tolist(), strict=True))
+        taken = spared = 0
+        for i in order.tolist():
+            if taken == count:
+                break
+            label = labels[i].item()
+            if left[label] <= self.min_per_class:
+                spared += 1
+                continue
+            drop[i] = True
+            left[label] -= 1
+            taken += 1
+        return drop, spared
 
     def _order(self, votes: np.ndarray) -> np.ndarray:
         """The samples by vote, highest first, ties in a random order seeded by ``seed``."""
