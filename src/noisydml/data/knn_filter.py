@@ -64,11 +64,12 @@ class KnnLabelFilter:
     no threshold to choose, and right as long as a clean neighbourhood's commonest label is its class).
 
     ``min_per_class`` (the configs set it to ``data.K``, the samples a batch draws from a class) is a floor:
-    no class is left with fewer, so that the filter never makes a class too small for the sampler to draw.
-    Walking the samples from the highest vote down, one whose class is down to the floor is spared and the
-    next is taken instead, so the count dropped stays ``round(rate x n)`` (with the rate unknown, the
-    spared outvoted samples are simply kept); a class is spared its lowest-voted samples. Where no class
-    would fall below the floor, the samples dropped are exactly those without it.
+    the filter takes no class below it (a class already smaller loses nothing), so that it never makes a
+    class too small for the sampler to draw. Walking the samples from the highest vote down, one whose
+    class is down to the floor is spared and the next is taken instead, so the count dropped stays
+    ``round(rate x n)`` while enough samples sit above the floor (with the rate unknown, the spared
+    outvoted samples are simply kept); a class keeps its lowest-voted samples. Where no class would fall
+    below the floor, the samples dropped are exactly those without it.
 
     ``report`` says what was dropped, how many of the dropped and kept samples were flipped, and how many
     the floor spared.
