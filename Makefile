@@ -150,7 +150,7 @@ reproduce-mnist5k: install
 ## the digits under symmetric and small-cluster noise at 25% and 50%, 24 seeds: the seeds at which both halves
 ## of the seeds can replicate the comparisons' verdicts (conf/experiment/noisy_dml/digits_symmetric.yaml).
 ## Budget: 60 minutes on 2 cores (JOBS=2); 3,168 jobs, the time they took is results/noisy_dml_cpu/stamp.json's. The MNIST-5k half
-## of the comparison is the trade: at 15 CPU s a job its 5 seeds alone take some 75 minutes on 2 cores, so it is
+## of the comparison is the trade: its 5 seeds alone take over an hour on 2 cores, so it is
 ## make reproduce-noisy-dml-mnist5k, below, with its own budget, at 5 seeds (its verdicts mostly underpowered).
 ## A report per sweep under outputs/reports/noisy_dml_*/ and one of both, outputs/reports/noisy_dml_cpu/.
 ## Its time and disk: scripts/bench/README.md.
@@ -163,7 +163,8 @@ reproduce-noisy-dml-cpu: install
 		STARTED=$$(cat outputs/reproduce/noisy_dml_cpu.started)
 
 ## The same comparison on MNIST-5k (29 methods: BDML's need their features), 5 seeds, the two halves side by
-## side. Budget: 90 minutes on 2 cores (JOBS=2), estimated some 75 (580 jobs).
+## side. Budget: 90 minutes on 2 cores (JOBS=2); 580 jobs, the time they took is
+## results/noisy_dml_mnist5k/stamp.json's wall_s (scripts/bench/README.md has the measurement).
 NOISY_DML_MNIST5K := noisy_dml/mnist5k_symmetric noisy_dml/mnist5k_small_cluster
 .PHONY: reproduce-noisy-dml-mnist5k
 reproduce-noisy-dml-mnist5k: install
