@@ -436,8 +436,8 @@ BAD_INPUTS = [
     ),
     (
         ["method=reference/knn_filter", "data.filter.min_per_class=-1"],
-        r"data.filter.min_per_class=-1 must be a number of samples no class is filtered below, e.g. "
-        r"\$\{data.K\} \(what a batch draws from a class\), or 0 for no floor",
+        r"data.filter.min_per_class=-1 must be >= 0; e.g. data.filter.min_per_class=\$\{data.K\} \(what a "
+        r"batch draws from a class\), or 0 for no floor",
     ),
     (
         ["dataset=features", "dataset.root={data}/named", "backbone.trunk.in_features=8"],

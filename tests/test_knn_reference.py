@@ -125,8 +125,11 @@ def test_filter_leaves_no_class_below_its_floor_and_still_drops_the_rate_share()
     # Unknown rate: the outvoted 2s, but for the 3 the floor keeps.
     outvoted = KnnLabelFilter(k=3, rate=None, min_per_class=3)
     assert (labels[~outvoted.keep(split, noisy)] == 2).sum() == 1
-    with pytest.raises(ValueError, match=r"data.filter.min_per_class=-1 must be .* e.g. \$\{data.K\}"):
+    fix = r"e.g. data.filter.min_per_class=\$\{data.K\}"
+    with pytest.raises(ValueError, match=r"data.filter.min_per_class=-1 must be >= 0; " + fix):
         KnnLabelFilter(min_per_class=-1)
+    with pytest.raises(ValueError, match=r"min_per_class=1.5 is not an integer; give one, " + fix):
+        KnnLabelFilter(min_per_class=1.5)
 
 
 def test_a_floor_no_class_reaches_changes_nothing():

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from noisydml.metrics.label_vote import flip_detection, knn_label_vote
 from noisydml.noise import NoisyLabels
-from noisydml.utils.checks import check_fraction
+from noisydml.utils.checks import Rule, check_fraction, check_value
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +90,8 @@ class KnnLabelFilter:
         self.k = k
         self.rate = None if rate is None else check_fraction("data.filter.rate", rate, example=0.2)
         self.seed = seed
-        if isinstance(min_per_class, bool) or not isinstance(min_per_class, int) or min_per_class < 0:
-            raise ValueError(
-                f"data.filter.min_per_class={min_per_class} must be a number of samples no class is filtered "
-                "below, e.g. ${data.K} (what a batch draws from a class), or 0 for no floor"
-            )
+        floor = "data.filter.min_per_class=${data.K} (what a batch draws from a class), or 0 for no floor"
+        check_value(Rule("data.filter.min_per_class", int, 0, example=floor), min_per_class)
         self.min_per_class = min_per_class
         if trunk_features and backbone is None:
             raise ValueError(
