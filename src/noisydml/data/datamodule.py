@@ -166,18 +166,20 @@ class MetricDataModule(pl.LightningDataModule):
         try:
             self.sampler = self._sampler()
         except ValueError as error:
-            removed = [f"data.val_fraction={self.val_fraction}"] if self.val_fraction > 0 else []
+            # What took samples away before the sampler, and each one's fix.
+            removed = {}
+            if self.val_fraction > 0:
+                removed[f"data.val_fraction={self.val_fraction}"] = "lower data.val_fraction"
             if self.filter is not None:
-                removed.append("data.filter")
+                removed["data.filter"] = (
+                    f"keep data.K per class through the filter: data.filter.min_per_class={self.K}"
+                )
             if not removed or not str(error).startswith(("data.K=", "data.P=")):
                 raise
             # The batch's shape is fine; what is left to train on after validation (and a filter) is not.
-            fixes = ["lower data.val_fraction"] if self.val_fraction > 0 else []
-            if self.filter is not None:
-                fixes.append(f"keep data.K per class through the filter: data.filter.min_per_class={self.K}")
             raise ValueError(
                 f"{' and '.join(removed)} {'leave' if len(removed) > 1 else 'leaves'} too little to train on "
-                f"({error}); {', or '.join(fixes)}"
+                f"({error}); {', or '.join(removed.values())}"
             ) from error
 
     @property
