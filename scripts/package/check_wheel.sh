@@ -2,20 +2,36 @@
 # The package as a lab adopts it: the wheel built from this checkout goes into a fresh virtual environment
 # that already holds a torch of its own, keeps that torch, and runs a short job from a folder outside the
 # clone, with the configs the wheel carries. TORCH / TORCHVISION name the preinstalled pair (default: the
-# GPU machines', the lower end the suite runs on); PYTHON the interpreter.
+# GPU machines', the lower end the suite runs on), installed from the index; PYTHON the interpreter.
+# TORCH_FROM=<venv> instead gives the fresh venv that venv's torch, torchvision and all they require,
+# hard-linked (scripts/package/seed_torch.py: no download, no disk), with that venv's Python: CI seeds it
+# from the GPU machines' stack, which `make test-gpu-stack` has installed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-python="${PYTHON:-python3}"
-torch_version="${TORCH:-2.11.0}"
-torchvision_version="${TORCHVISION:-0.26.0}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+site_packages() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
 
-echo "check-wheel: a venv with torch $torch_version, torchvision $torchvision_version"
+if [[ -n "${TORCH_FROM:-}" ]]; then
+    source_python="$TORCH_FROM/bin/python"
+    [[ -x "$source_python" ]] || { echo "TORCH_FROM=$TORCH_FROM has no bin/python; name a venv"; exit 2; }
+    python="$("$source_python" -c 'import sys; print(sys._base_executable)')"
+else
+    python="${PYTHON:-python3}"
+fi
 "$python" -m venv "$work/venv"
 pip=("$work/venv/bin/python" -m pip)
 "${pip[@]}" install --quiet --upgrade pip
-"${pip[@]}" install --quiet "torch==$torch_version" "torchvision==$torchvision_version"
+if [[ -n "${TORCH_FROM:-}" ]]; then
+    "$source_python" "$root/scripts/package/seed_torch.py" "$(site_packages "$work/venv/bin/python")"
+    torch_version="$("$work/venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+    echo "check-wheel: a venv with $TORCH_FROM's torch $torch_version"
+else
+    torch_version="${TORCH:-2.11.0}"
+    torchvision_version="${TORCHVISION:-0.26.0}"
+    echo "check-wheel: a venv with torch $torch_version, torchvision $torchvision_version"
+    "${pip[@]}" install --quiet "torch==$torch_version" "torchvision==$torchvision_version"
+fi
 
 echo "check-wheel: building the wheel"
 # From a copy of the files git tracks or would track: setuptools builds in the source folder, and a stale
