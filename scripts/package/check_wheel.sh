@@ -8,23 +8,26 @@
 # from the GPU machines' stack, which `make test-gpu-stack` has installed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 site_packages() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
-
+work="$(mktemp -d)"
+venv="$work/venv"
 if [[ -n "${TORCH_FROM:-}" ]]; then
+    [[ -x "$TORCH_FROM/bin/python" ]] || { echo "TORCH_FROM=$TORCH_FROM has no bin/python; name a venv"; exit 2; }
+    TORCH_FROM="$(cd "$TORCH_FROM" && pwd)"
     source_python="$TORCH_FROM/bin/python"
-    [[ -x "$source_python" ]] || { echo "TORCH_FROM=$TORCH_FROM has no bin/python; name a venv"; exit 2; }
     python="$("$source_python" -c 'import sys; print(sys._base_executable)')"
+    # Beside the source venv, on its file system: a hard link cannot cross to another one (a tmpfs /tmp).
+    venv="$(mktemp -d "${TORCH_FROM%/}.check-wheel.XXXXXX")"
 else
     python="${PYTHON:-python3}"
 fi
-"$python" -m venv "$work/venv"
-pip=("$work/venv/bin/python" -m pip)
+trap 'rm -rf "$work" "$venv"' EXIT
+"$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip)
 "${pip[@]}" install --quiet --upgrade pip
 if [[ -n "${TORCH_FROM:-}" ]]; then
-    "$source_python" "$root/scripts/package/seed_torch.py" "$(site_packages "$work/venv/bin/python")"
-    torch_version="$("$work/venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+    "$source_python" "$root/scripts/package/seed_torch.py" "$(site_packages "$venv/bin/python")"
+    torch_version="$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
     echo "check-wheel: a venv with $TORCH_FROM's torch $torch_version"
 else
     torch_version="${TORCH:-2.11.0}"
@@ -49,7 +52,7 @@ grep -q "hydra_plugins/noisydml_sweeper/noisydml_sweeper.py" "$work/contents" \
 
 echo "check-wheel: installing ${wheel[0]##*/}"
 "${pip[@]}" install --quiet "${wheel[0]}"
-kept="$("$work/venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+kept="$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
 if [[ "$kept" != "$torch_version" ]]; then
     echo "installing the wheel replaced torch $torch_version with $kept"
     exit 1
@@ -62,8 +65,8 @@ fi
 echo "check-wheel: noisydml trainer.max_epochs=1, from $work/elsewhere"
 mkdir "$work/elsewhere"
 cd "$work/elsewhere"
-"$work/venv/bin/noisydml" trainer.max_epochs=1 hydra.run.dir=run
-"$work/venv/bin/python" - <<'PY'
+"$venv/bin/noisydml" trainer.max_epochs=1 hydra.run.dir=run
+"$venv/bin/python" - <<'PY'
 import json
 from pathlib import Path
 

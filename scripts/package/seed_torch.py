@@ -47,9 +47,9 @@ def closure(names: list[str]) -> list[metadata.Distribution]:
     return list(found.values())
 
 
-def seed(target: Path, names: list[str]) -> tuple[int, int]:
-    """Link the closure's files into ``target``; returns (files, bytes)."""
-    files = size = 0
+def seed(target: Path, names: list[str]) -> tuple[int, int, int]:
+    """Link the closure's files into ``target``; returns (files, bytes, files copied)."""
+    files = size = copied = 0
     for dist in closure(names):
         for entry in dist.files or []:
             if entry.parts[0] == "..":
@@ -63,9 +63,10 @@ def seed(target: Path, names: list[str]) -> tuple[int, int]:
                 os.link(source, destination)
             except OSError:
                 shutil.copy2(source, destination)
+                copied += 1
             files += 1
             size += source.stat().st_size
-    return files, size
+    return files, size, copied
 
 
 def main() -> None:
@@ -74,8 +75,9 @@ def main() -> None:
     target = Path(sys.argv[1])
     if not target.is_dir():
         sys.exit(f"seed_torch: {target} is not a folder; give the fresh environment's site-packages")
-    files, size = seed(target, sys.argv[2:] or ["torch", "torchvision"])
-    print(f"seed_torch: {files} files ({size / 1e9:.1f} GB) linked from {sys.prefix} into {target}")
+    files, size, copied = seed(target, sys.argv[2:] or ["torch", "torchvision"])
+    how = f"{copied} of them copied (another file system)" if copied else "all linked"
+    print(f"seed_torch: {files} files ({size / 1e9:.1f} GB) from {sys.prefix} into {target}, {how}")
 
 
 if __name__ == "__main__":
