@@ -435,6 +435,14 @@ BAD_INPUTS = [
         r"'data.filter={_target_: noisydml.data.knn_filter.KnnLabelFilter}'",
     ),
     (
+        ["method=reference/knn_filter", "data.filter.k=0"],
+        r"data.filter.k=0 must be >= 1; e.g. data.filter.k=10 neighbours",
+    ),
+    (
+        ["callbacks=knn_detection", "callbacks.knn_detection.k=0"],
+        r"callbacks.knn_detection.k=0 must be >= 1; e.g. callbacks.knn_detection.k=10 neighbours",
+    ),
+    (
         ["method=reference/knn_filter", "data.filter.min_per_class=-1"],
         r"data.filter.min_per_class=-1 must be >= 0; e.g. data.filter.min_per_class=\$\{data.K\} \(what a "
         r"batch draws from a class\), or 0 for no floor",

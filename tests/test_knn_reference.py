@@ -271,8 +271,14 @@ def test_noisy_dml_experiments_carry_the_reference_on_every_data_set(compose_con
     cub = compose_config("experiment=noisy_dml/cub_symmetric", "method=reference/knn_filter", tiny=False)
     node = OmegaConf.to_container(cub.data.filter, resolve=True)
     assert node["trunk_features"] is True and node["backbone"]["trunk"]["arch"] == "googlenet"
-    with pytest.raises(ValueError, match="callbacks.knn_detection.k=0 must be a positive number"):
-        KnnDetection(k=0)
+    for k, problem in ((0, "must be >= 1"), (2.5, "is not an integer"), (True, "is not an integer")):
+        with pytest.raises(ValueError) as refused:
+            KnnDetection(k=k)
+        fix = "give one, e.g." if problem.startswith("is not") else "e.g."
+        assert (
+            str(refused.value)
+            == f"callbacks.knn_detection.k={k} {problem}; {fix} callbacks.knn_detection.k=10 neighbours"
+        )
 
 
 def write_comparison_run(root, method: str, label: str, seed: int, recall: float, logged: dict) -> None:

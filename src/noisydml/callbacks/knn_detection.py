@@ -29,16 +29,16 @@ import pytorch_lightning as pl
 
 from noisydml.data.knn_filter import starting_features
 from noisydml.metrics.label_vote import flip_detection, knn_label_vote
+from noisydml.utils.checks import Rule, check_value
 
 
 class KnnDetection(pl.Callback):
     """Logs how well the kNN label vote of ``k`` neighbours finds the flipped labels (module docstring)."""
 
     def __init__(self, k: int = 10, trunk_features: bool = False, batch_size: int = 256) -> None:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(
-                f"callbacks.knn_detection.k={k} must be a positive number of neighbours, e.g. 10"
-            )
+        check_value(
+            Rule("callbacks.knn_detection.k", int, 1, example="callbacks.knn_detection.k=10 neighbours"), k
+        )
         self.k = k
         self.trunk_features = trunk_features
         self.batch_size = batch_size

@@ -85,8 +85,7 @@ class KnnLabelFilter:
         batch_size: int = 256,
         min_per_class: int = 0,
     ):
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"data.filter.k={k} must be a positive number of neighbours, e.g. 10")
+        check_value(Rule("data.filter.k", int, 1, example="data.filter.k=10 neighbours"), k)
         self.k = k
         self.rate = None if rate is None else check_fraction("data.filter.rate", rate, example=0.2)
         self.seed = seed
