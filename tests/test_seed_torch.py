@@ -36,7 +36,8 @@ def _seed(source: Path, target: Path, *names: str) -> subprocess.CompletedProces
 
 def test_the_closure_follows_extras_links_the_files_and_leaves_out_what_is_not_asked_for(tmp_path):
     source, target = tmp_path / "source", tmp_path / "target"
-    source.mkdir(), target.mkdir()
+    source.mkdir()
+    target.mkdir()
     _distribution(
         source,
         "seedtest-top",
@@ -65,7 +66,8 @@ def test_the_closure_follows_extras_links_the_files_and_leaves_out_what_is_not_a
 
 def test_a_requirement_missing_from_the_source_is_named(tmp_path):
     source, target = tmp_path / "source", tmp_path / "target"
-    source.mkdir(), target.mkdir()
+    source.mkdir()
+    target.mkdir()
     _distribution(source, "seedtest-top", ["seedtest-absent"], {"top.py": ""})
 
     done = _seed(source, target, "seedtest-top")

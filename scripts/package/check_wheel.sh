@@ -9,6 +9,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 site_packages() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+torch_in() { "$1" -c 'import torch; print(torch.__version__.split("+")[0])'; }
 work="$(mktemp -d)"
 venv="$work/venv"
 if [[ -n "${TORCH_FROM:-}" ]]; then
@@ -27,7 +28,7 @@ pip=("$venv/bin/python" -m pip)
 "${pip[@]}" install --quiet --upgrade pip
 if [[ -n "${TORCH_FROM:-}" ]]; then
     "$source_python" "$root/scripts/package/seed_torch.py" "$(site_packages "$venv/bin/python")"
-    torch_version="$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+    torch_version="$(torch_in "$venv/bin/python")"
     echo "check-wheel: a venv with $TORCH_FROM's torch $torch_version"
 else
     torch_version="${TORCH:-2.11.0}"
@@ -52,7 +53,7 @@ grep -q "hydra_plugins/noisydml_sweeper/noisydml_sweeper.py" "$work/contents" \
 
 echo "check-wheel: installing ${wheel[0]##*/}"
 "${pip[@]}" install --quiet "${wheel[0]}"
-kept="$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+kept="$(torch_in "$venv/bin/python")"
 if [[ "$kept" != "$torch_version" ]]; then
     echo "installing the wheel replaced torch $torch_version with $kept"
     exit 1

@@ -5,8 +5,8 @@ Run with the source environment's Python: ``python seed_torch.py TARGET_SITE_PAC
 (their ``Requires-Dist`` with the extras asked for, markers evaluated, to the end) is hard-linked into
 the target's site-packages, metadata and RECORD included, so that pip there sees them installed and
 keeps them: a second torch of several GB costs no download and no disk. A file that cannot be
-linked (another file system) is copied. Files a RECORD places outside site-packages (console scripts)
-are left out: their first line names the source's interpreter.
+linked (another file system, a name already taken) is copied. Files a RECORD places outside
+site-packages (console scripts) are left out: their first line names the source's interpreter.
 """
 
 import importlib.metadata as metadata
@@ -76,7 +76,7 @@ def main() -> None:
     if not target.is_dir():
         sys.exit(f"seed_torch: {target} is not a folder; give the fresh environment's site-packages")
     files, size, copied = seed(target, sys.argv[2:] or ["torch", "torchvision"])
-    how = f"{copied} of them copied (another file system)" if copied else "all linked"
+    how = f"{copied} of them copied (could not be linked)" if copied else "all linked"
     print(f"seed_torch: {files} files ({size / 1e9:.1f} GB) from {sys.prefix} into {target}, {how}")
 
 
