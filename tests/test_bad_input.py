@@ -335,6 +335,56 @@ BAD_INPUTS = [
     (["scheduler=cosine", "+scheduler.eta_min=-1"], r"scheduler.eta_min=-1 must be >= 0 \(the learning rate"),
     (["loss=marginal", "loss.alpha=-0.2"], r"loss.alpha=-0.2 must be >= 0"),
     (["loss=margin", "loss.nu=-1"], r"loss.nu=-1 must be >= 0"),
+    (
+        ["loss=fastap", "loss.num_bins=2.5"],
+        r"loss.num_bins=2.5 is not an integer; give one, e.g. loss.num_bins=10",
+    ),
+    (
+        ["method=prism/mcl", "loss.margin=1.5"],
+        r"loss.margin=1.5 is outside \[-1, 1\] \(a cosine similarity .*\); e.g. loss.margin=0.5",
+    ),
+    # Issue 45: the selection's direction, and the Trainer's values against each other and the data's length.
+    (
+        ["callbacks.select.mode=min"],
+        r"callbacks.select.mode=min on val/recall@1, which improves as it rises, reads the worst epoch as "
+        r"the best; use callbacks.select.mode=max",
+    ),
+    (
+        ["callbacks=early_stopping", "callbacks.early_stopping.mode=min"],
+        r"callbacks.early_stopping.mode=min on val/recall@1, which improves as it rises",
+    ),
+    (
+        ["+trainer.val_check_interval=1000"],
+        r"trainer.val_check_interval=1000 is more batches than an epoch's [0-9]+, so no epoch would validate",
+    ),
+    (["+trainer.limit_val_batches=0.01"], r"trainer.limit_val_batches=0.01 of 1 batch rounds to none"),
+    (["+trainer.accumulate_grad_batches=0"], r"trainer.accumulate_grad_batches=0 must be >= 1"),
+    (
+        ["+trainer.gradient_clip_val=-1"],
+        r"trainer.gradient_clip_val=-1 must be >= 0 \(Lightning skips clipping at a negative value",
+    ),
+    (
+        ["+trainer.min_epochs=30", "trainer.max_epochs=2"],
+        r"trainer.min_epochs=30 is above trainer.max_epochs=2, so the run cannot do what both say",
+    ),
+    # Joint constraints: two parameters of one class whose order the objective needs.
+    (
+        ["loss=contrastive", "loss.pos_margin=2"],
+        r"loss.pos_margin=2 is above loss.neg_margin=1.0 \(a pair between the margins would be pulled in "
+        r".*\); lower loss.pos_margin or raise loss.neg_margin",
+    ),
+    (
+        ["loss=contrastive_cosine", "loss.pos_margin=0.1", "loss.neg_margin=0.9"],
+        r"loss.neg_margin=0.9 is above loss.pos_margin=0.1 ",
+    ),
+    (
+        ["miner=distance_weighted", "miner.cutoff=1.5"],
+        r"miner.cutoff=1.5 is at or above miner.nonzero_loss_cutoff=1.4 \(no negative lies between them",
+    ),
+    (
+        ["miner=easy_positive", "miner.negatives=distance_weighted", "miner.cutoff=2"],
+        r"miner.nonzero_loss_cutoff=1.4 is not above miner.cutoff=2: no negative lies between them",
+    ),
     # Issue 37, rule 4: every key checked by its consumer before the first step.
     (
         ["+optimizer.eps=-1"],
@@ -431,7 +481,7 @@ BAD_INPUTS = [
     ),
     (
         ["data.filter={keep: true}"],
-        r"data.filter={keep:True} has no _target_, the class it builds; give it, e.g. "
+        r"data.filter={keep: True} has no _target_, the class it builds; give it, e.g. "
         r"'data.filter={_target_: noisydml.data.knn_filter.KnnLabelFilter}'",
     ),
     (

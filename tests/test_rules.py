@@ -16,8 +16,8 @@ from hydra.core.global_hydra import GlobalHydra
 
 from noisydml import CONFIG_DIR
 from noisydml.report.collect import COMPLETE, read_run
-from noisydml.run.identity import check_identity
-from noisydml.run.ranges import check_ranges
+from noisydml.run.checks.classes import check_classes
+from noisydml.run.checks.identity import check_identity
 from noisydml.run.train import group_choices, train
 from noisydml.utils.errors import BadInput
 
@@ -118,7 +118,7 @@ def _options(group: str) -> list[str]:
 )
 def test_every_shipped_loss_miner_and_scheduler_is_inside_its_ranges(compose_choices, override):
     cfg, _ = compose_choices(override)
-    check_ranges(cfg)
+    check_classes(cfg)
 
 
 @pytest.mark.parametrize(
@@ -134,3 +134,33 @@ def test_a_run_or_sweep_folder_inside_another_run_is_refused_before_hydra_writes
     assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
     assert f"is inside the run folder {finished}, whose files it would mix with" in out.stderr
     assert sorted(p.name for p in finished.iterdir()) == [".hydra", "results.json"]
+
+
+@pytest.mark.parametrize(
+    ("sweep", "message"),
+    [
+        ("seed=range(0,0)", "seed=range(0,0) expands to no value, so the sweep would run no job"),
+        ("seed=range(0,5,0)", "seed=range(0,5,0) cannot be expanded (range() arg 3 must not be zero)"),
+    ],
+)
+def test_a_sweep_of_no_job_is_refused_before_hydra_writes(tmp_path, sweep, message):
+    exe = Path(sys.executable).with_name("noisydml")
+    out = subprocess.run([str(exe), "-m", sweep], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    (line,) = out.stderr.strip().splitlines()
+    assert (
+        out.returncode == 1
+        and line.startswith(message)
+        and line.endswith("e.g. seed=range(0,5) or seed=0,1,2")
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_its_clock_cut_short_is_recorded_stopped_not_finished(compose_config):
+    # A digits epoch takes well under a second: 1,000 of them do not fit in 2 seconds.
+    cfg = compose_config("trainer.max_epochs=1000", "+trainer.max_time=00:00:00:02", "data.val_fraction=0")
+    train(cfg)
+    results = _status(cfg)
+    assert results["status"] == "stopped"
+    assert results["reason"].startswith("trainer.max_time=00:00:00:02 stopped training after ")
+    assert "of trainer.max_epochs=1000 epochs" in results["reason"]
+    assert read_run(Path(cfg.paths.output_dir)).status != COMPLETE

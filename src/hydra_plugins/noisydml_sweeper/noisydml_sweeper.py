@@ -27,6 +27,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from noisydml.utils.errors import BadInput
+
 log = logging.getLogger(__name__)
 
 # The sweepers whose jobs are the product of the overrides' values (``NoisydmlSweeper.jobs``): Hydra's basic
@@ -106,7 +108,7 @@ class NoisydmlSweeper(Sweeper):
             if not override.is_sweep_override():
                 values[key] = [f"{key}={override.get_value_element_as_str()}"]
             elif override.is_discrete_sweep():
-                values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+                values[key] = [f"{key}={value}" for value in sweep_values(override)]
             else:
                 raise HydraException(
                     f"{key}: the noisydml sweeper does not support sweep type {override.value_type.name} "
@@ -133,6 +135,25 @@ class NoisydmlSweeper(Sweeper):
                 continue
             seen.add(key)
             loader.load_sweep_config(master_config=self.config, sweep_overrides=list(overrides))
+
+
+def sweep_values(override: Override) -> list[str]:
+    """A swept override's values; refused when it has none (``range(0,0)``, a step of 0), which would make
+    a sweep of no job that ends at once, saying nothing."""
+    key = override.get_key_element()
+    given = override.input_line or key
+    try:
+        values = list(override.sweep_string_iterator())
+    except ValueError as error:
+        raise BadInput(
+            f"{given} cannot be expanded ({error}); e.g. {key}=range(0,5) or {key}=0,1,2"
+        ) from None
+    if not values:
+        raise BadInput(
+            f"{given} expands to no value, so the sweep would run no job; give at least one, e.g. "
+            f"{key}=range(0,5) or {key}=0,1,2"
+        )
+    return values
 
 
 def shape(overrides: list[Override], is_group) -> tuple:

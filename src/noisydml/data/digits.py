@@ -32,7 +32,7 @@ class Digits:
 
     name = "digits"
     # What decides which samples train and test, under which labels: a run's identity
-    # (noisydml.run.identity).
+    # (noisydml.run.checks.identity).
     split_keys = ("split", *READ_BY, "label_map")
 
     def __init__(

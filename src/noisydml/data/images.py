@@ -108,7 +108,7 @@ class ImageLayout:
     layout: ClassVar[str]
     default_name: ClassVar[str] = ""
     # What decides which samples train and test, under which labels: a run's identity
-    # (noisydml.run.identity); the zero-shot split's classes, where a subclass takes them.
+    # (noisydml.run.checks.identity); the zero-shot split's classes, where a subclass takes them.
     split_keys: ClassVar[tuple[str, ...]] = ("train_classes",)
 
     def __init__(

@@ -87,7 +87,7 @@ class ClassesSplitDataset(TorchvisionDataset):
     """
 
     # What decides which samples train and test, under which labels: a run's identity
-    # (noisydml.run.identity).
+    # (noisydml.run.checks.identity).
     split_keys = ("classes_split", *READ_BY, "label_map")
 
     def __init__(
@@ -212,7 +212,7 @@ class Omniglot(TorchvisionDataset):
     # pixels follows from the mean, sqrt(m * (1 - m)).
     mean, std = (0.9221,), (0.2681,)
     # What decides which samples train and test, under which labels: a run's identity
-    # (noisydml.run.identity).
+    # (noisydml.run.checks.identity).
     split_keys = ("labels", "test_labels")
 
     def __init__(

@@ -9,6 +9,8 @@ from pytorch_metric_learning.reducers import BaseReducer, MeanReducer
 from pytorch_metric_learning.utils import common_functions as c_f
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
+from noisydml.utils.checks import NONNEGATIVE_BOUNDARY, NONNEGATIVE_MARGIN, check_value
+
 
 class MarginalLoss(BaseMetricLossFunction):
     """``[(d_ij - beta) t_ij + alpha]_+`` per pair, t_ij = +1 for a positive pair and -1 for a negative.
@@ -31,6 +33,8 @@ class MarginalLoss(BaseMetricLossFunction):
         reducer: BaseReducer | None = None,
         **kwargs,
     ):
+        check_value(NONNEGATIVE_MARGIN.at("alpha", "alpha=0.2"), alpha)
+        check_value(NONNEGATIVE_BOUNDARY.at("beta", "beta=1.4"), beta)
         super().__init__(distance=distance, reducer=reducer, **kwargs)
         self.alpha = alpha
         self.beta = beta

@@ -44,6 +44,11 @@ from sklearn.metrics import roc_auc_score
 from torch import nn
 
 from noisydml.core.hooks import HookContext, TrainingHooks, TrainingSet
+from noisydml.utils.checks import SIMILARITY_MARGIN, check_value, parameter_range
+
+MEMORY_WEIGHT = parameter_range(0, why="a negative weight pushes the memory's positives away").at(
+    "memory_weight", "memory_weight=1.0"
+)
 
 
 def memory_contrastive_loss(
@@ -117,6 +122,8 @@ class MemoryContrastiveLoss(nn.Module, TrainingHooks):
         margin: float = 0.5,
         memory_weight: float = 1.0,
     ):
+        check_value(SIMILARITY_MARGIN.at("margin", "margin=0.5"), margin)
+        check_value(MEMORY_WEIGHT, memory_weight)
         super().__init__()
         self.embedding_size = embedding_size
         self.memory = MemoryBank(memory_size, embedding_size) if memory_size is not None else None

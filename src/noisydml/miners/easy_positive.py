@@ -15,9 +15,16 @@ from pytorch_metric_learning.miners import BaseMiner
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
 from noisydml.miners.draw import draw_one
+from noisydml.utils.checks import NONNEGATIVE_MARGIN, BadValue, check_value, parameter_range
 
 # What an anchor without a semi-hard negative gets (SemihardNegatives.fallback).
 FALLBACKS = ("none", "random")
+
+
+EPSILON = parameter_range(0, why="a negative epsilon keeps no negative").at("epsilon", "epsilon=0.1")
+CUTOFF = parameter_range(0, why="distances are >= 0: a negative cutoff clamps nothing").at(
+    "cutoff", "cutoff=0.5"
+)
 
 
 class NegativeRule:
@@ -232,6 +239,16 @@ class EasyPositiveMiner(BaseMiner):
         distance: BaseDistance | None = None,
         **kwargs,
     ):
+        check_value(NONNEGATIVE_MARGIN.at("margin", "margin=0.2"), margin)
+        check_value(EPSILON, epsilon)
+        check_value(CUTOFF, cutoff)
+        check_value(CUTOFF.at("nonzero_loss_cutoff", "nonzero_loss_cutoff=1.4"), nonzero_loss_cutoff)
+        if nonzero_loss_cutoff <= cutoff:
+            raise BadValue(
+                "nonzero_loss_cutoff",
+                f"={nonzero_loss_cutoff} is not above cutoff={cutoff}: no negative lies between them, so "
+                "none would be drawn; e.g. nonzero_loss_cutoff=1.4 with cutoff=0.5",
+            )
         if isinstance(negatives, str):
             negatives = negative_rule(
                 negatives,

@@ -8,6 +8,7 @@ from pytorch_metric_learning.miners import BaseMiner
 from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
 from noisydml.miners.draw import draw_one
+from noisydml.utils.checks import NONNEGATIVE_MARGIN, check_value
 
 IndexTriplets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -69,6 +70,7 @@ class RandomSemihardMiner(_OneToOneMiner):
     """
 
     def __init__(self, margin: float = 0.2, distance: BaseDistance | None = None, **kwargs):
+        check_value(NONNEGATIVE_MARGIN.at("margin", "margin=0.2"), margin)
         super().__init__(distance=distance, **kwargs)
         self.margin = margin
         self.add_to_recordable_attributes(name="margin", is_stat=False)
@@ -111,6 +113,7 @@ class SemihardPerPairMiner(_OneToOneMiner):
     """
 
     def __init__(self, margin: float = 0.2, distance: BaseDistance | None = None, **kwargs):
+        check_value(NONNEGATIVE_MARGIN.at("margin", "margin=0.2"), margin)
         super().__init__(distance=distance, **kwargs)
         self.margin = margin
         self.add_to_recordable_attributes(name="margin", is_stat=False)

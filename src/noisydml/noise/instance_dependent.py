@@ -32,7 +32,14 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from noisydml.noise.models import NoisyLabels, _check_labels, _check_rate, _check_seed, _round_half_even
+from noisydml.noise.models import (
+    NoisyLabels,
+    _check_labels,
+    _check_rate,
+    _check_seed,
+    _round_half_even,
+    warn_high_rate,
+)
 from noisydml.noise.protocols import TrainingSplit
 from noisydml.utils.atomic import atomic_write
 from noisydml.utils.checks import INF, Rule, check_value
@@ -67,6 +74,8 @@ class InstanceDependentNoise:
         cache_dir: str | Path | None = None,
     ):
         self.rate = _check_rate("noise.rate", rate)
+        # Flips go to one chosen class each, so the rate has no uniform bound; past one half it is said.
+        warn_high_rate("noise.rate", self.rate)
         _check_seed(seed)
         self.seed = seed
         check_value(Rule("noise.epochs", int, 1, example="noise.epochs=20"), epochs)

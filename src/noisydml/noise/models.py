@@ -13,12 +13,17 @@ are not biased upwards.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from noisydml.utils.checks import check_fraction
+from noisydml.utils.errors import BadInput
+
+# A flip rate at which most observed labels are wrong: allowed, and said.
+HIGH_NOISE = 0.5
 
 
 # eq=False: the fields are arrays, and a generated __eq__ would fail with "truth value is ambiguous".
@@ -64,7 +69,7 @@ class UniformNoise:
 
     def apply(self, labels: np.ndarray) -> NoisyLabels:
         labels = _check_labels(labels)
-        _flippable_classes(labels, type(self).__name__)
+        check_uniform_rate("noise.rate", self.rate, len(_flippable_classes(labels, type(self).__name__)))
         rng = np.random.default_rng(self.seed)
         return _flip(labels, rng.random(len(labels)) < self.rate, rng)
 
@@ -96,7 +101,7 @@ class ExactNoise:
 
     def apply(self, labels: np.ndarray) -> NoisyLabels:
         labels = _check_labels(labels)
-        _flippable_classes(labels, type(self).__name__)
+        check_uniform_rate("noise.rate", self.rate, len(_flippable_classes(labels, type(self).__name__)))
         _, class_index = np.unique(labels, return_inverse=True)
         counts = np.bincount(class_index)
         rng = np.random.default_rng(self.seed)
@@ -130,6 +135,9 @@ class ClassConditionalNoise:
                 f"noise.rates has {len(self.rates)} entries but the labels hold {len(classes)} classes; "
                 f"give one rate per class, in sorted class order"
             )
+        for i, rate in enumerate(self.rates):
+            # A class's flips spread uniformly over the other classes, as uniform noise's do.
+            check_uniform_rate(f"noise.rates[{i}]", rate, len(classes))
         _, class_index = np.unique(labels, return_inverse=True)
         rates = np.asarray(self.rates)[class_index]
         rng = np.random.default_rng(self.seed)
@@ -249,6 +257,26 @@ def _random_ranks(class_index: np.ndarray, counts: np.ndarray, rng: np.random.Ge
 
 def _round_half_even(x: np.ndarray) -> np.ndarray:
     return np.rint(np.round(x, 9)).astype(np.int64)
+
+
+def check_uniform_rate(key: str, rate: float, num_classes: int) -> None:
+    """A rate of flips spread uniformly over the other classes means something only while the true class
+    stays the most frequent label of its samples: each other class gets ``rate / (C - 1)``, so ``rate``
+    must stay below ``(C - 1) / C``. Above one half it is allowed, and said."""
+    limit = (num_classes - 1) / num_classes
+    if rate >= limit:
+        raise BadInput(
+            f"{key}={rate}: with {num_classes} training classes a flipped label lands on each other class "
+            f"with probability {rate / (num_classes - 1):.3f} > {1 - rate:.3f}, the true class's, so the "
+            f"labels teach the wrong classes; use {key.split('[')[0]} < {limit:.3f}"
+        )
+    warn_high_rate(key, rate)
+
+
+def warn_high_rate(key: str, rate: float) -> None:
+    """A flip rate at which most observed labels are wrong: allowed, and said."""
+    if rate > HIGH_NOISE:
+        warnings.warn(f"{key}={rate}: most training labels are wrong", stacklevel=3)
 
 
 def _check_rate(key: str, value: float) -> float:

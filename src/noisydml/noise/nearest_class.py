@@ -30,6 +30,7 @@ from noisydml.noise.models import (
     _flippable_classes,
     _random_ranks,
     _round_half_even,
+    warn_high_rate,
 )
 from noisydml.noise.protocols import TrainingSplit
 from noisydml.noise.small_cluster import embed_frozen
@@ -54,6 +55,8 @@ class NearestClassNoise:
         batch_size: int = 256,
     ):
         self.rate = _check_rate("noise.rate", rate)
+        # Flips go to one chosen class each, so the rate has no uniform bound; past one half it is said.
+        warn_high_rate("noise.rate", self.rate)
         _check_seed(seed)
         self.seed = seed
         if features not in FEATURES:

@@ -18,10 +18,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig
 
+from hydra_plugins.noisydml_sweeper.noisydml_sweeper import sweep_values
 from noisydml import CONFIG_DIR
 from noisydml.run import sweep_progress
+from noisydml.run.checks.folders import check_folder_argument
 from noisydml.run.numerics import apply_numerics
-from noisydml.run.run_folders import check_folder_argument
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.checks import check_writable
 from noisydml.utils.errors import BadInput
@@ -88,10 +89,12 @@ def check_arguments(argv: list[str]) -> None:
         key = override.key_or_group
         try:
             values = (
-                list(override.sweep_string_iterator())
+                sweep_values(override)
                 if override.is_sweep_override()
                 else [override.get_value_element_as_str()]
             )
+        except BadInput:
+            raise
         except HydraException:
             # An interval (an Optuna search space) has no values to list; its sweeper checks it.
             continue

@@ -19,6 +19,7 @@ from hydra.utils import instantiate
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from pytorch_lightning.callbacks import Timer
 from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
@@ -28,12 +29,12 @@ from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_
 from noisydml.loggers.resumable_csv import ResumableCSVLogger, keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
+from noisydml.run.checks.folders import check_output_dir, check_run_directory, check_run_folder
+from noisydml.run.checks.outcome import result_status
 from noisydml.run.numerics import numerics_record
-from noisydml.run.preflight import check_output_dir, check_run_directory, prepare
-from noisydml.run.real_result import result_status
+from noisydml.run.preflight import prepare
 from noisydml.run.requeue import RequeueAtStepEnd
 from noisydml.run.results import format_metrics, format_selection, versions
-from noisydml.run.run_folders import check_run_folder
 from noisydml.run.selection import ValidateLastEpoch, test_selected, watched_callbacks
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.atomic import atomic_write
@@ -176,7 +177,9 @@ def _train(
         metrics, selection = test_selected(trainer, model, datamodule, cfg.optimized_metric)
         noise = datamodule.noise_summary()
         trained = not cfg.get("ckpt_path") and model.has_parameters_to_train()
-        status, reason = result_status(cfg, record["choices"], datamodule, selection, trained)
+        status, reason = result_status(
+            cfg, record["choices"], datamodule, selection, trained, _stopped_by_clock(trainer)
+        )
         _log_summary(trainer, summary_fields(status, selection, noise, time.perf_counter() - started))
     except BaseException as error:
         _log_summary(trainer, summary_fields(_end_status(error), wall_time_s=time.perf_counter() - started))
@@ -211,6 +214,16 @@ def _train(
     if reason:
         print(f"recorded as {status}, not finished: {reason}")
     return metrics
+
+
+def _stopped_by_clock(trainer) -> int | None:
+    """The epochs trained, where ``trainer.max_time`` ended training before ``trainer.max_epochs`` (a run
+    with no epoch limit ends by its clock as configured)."""
+    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+    remaining = timer.time_remaining("train") if timer is not None else None
+    if remaining is None or remaining > 0 or trainer.max_epochs in (None, -1):
+        return None
+    return trainer.current_epoch if trainer.current_epoch < trainer.max_epochs else None
 
 
 def load_weights(model: torch.nn.Module, path: str) -> None:

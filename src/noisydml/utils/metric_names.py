@@ -15,6 +15,12 @@ VALIDATION = "val/"
 SELECTED = "selected_val/"
 
 
+def better(name: str) -> str:
+    """Which way ``name`` improves, as a callback's ``mode`` says it: ``min`` for a loss, ``max`` for every
+    score the evaluation computes (Recall@K, NMI, MAP@R, accuracies, AUCs)."""
+    return "min" if "loss" in name.rsplit("/", 1)[-1] else "max"
+
+
 def selected(name: str) -> str:
     """The name of the selected epoch's value of ``name``: ``val/recall@1`` -> ``selected_val/recall@1``;
     a name of another split is its own."""

@@ -31,8 +31,9 @@ from typing import Any
 from noisydml.utils.atomic import atomic_write, write_json
 
 RUNNING, FINISHED, FAILED, INTERRUPTED = "running", "finished", "failed", "interrupted"
-# Ran to its end, but not a result (noisydml.run.real_result).
-DEBUG, UNSELECTED = "debug", "unselected"
+# Ran to its end, but not a result (noisydml.run.checks.outcome): a debug mode, nothing selected, cut
+# short by trainer.max_time, weights scored without training (noisydml-eval).
+DEBUG, UNSELECTED, STOPPED, EVALUATED = "debug", "unselected", "stopped", "evaluated"
 # The status of a finished run written before the statuses above existed.
 LEGACY_FINISHED = "complete"
 CHECKPOINTS, LAST, PREVIOUS, BEST = "checkpoints", "last.ckpt", "previous.ckpt", "best.ckpt"

@@ -19,9 +19,11 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import get_object
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from noisydml import CONFIG_DIR
+from noisydml.loggers.run_fields import method_groups
+from noisydml.run.checks.walk import ABSENT, raw, shown, target_nodes
 from noisydml.utils.errors import BadInput
 
 # The groups whose option is part of what a run is: its data, its noise, its method (a loss and a miner).
@@ -39,15 +41,15 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     # (a method's loss and miner) is then the experiment's too.
     pinned = tuple((group, str(choices[group])) for group in sorted(swept) if choices.get(group) is not None)
     own, own_choices, _ = _experiment(str(experiment), pinned)
-    if _raw(cfg, "name") != _raw(own, "name") and _raw(cfg, "report.figure") != _raw(own, "report.figure"):
+    if all(_value(cfg, label) != _value(own, label) for label in ("name", "report.figure")):
         return
     for key, theirs, ours in _departures(cfg, choices, own, own_choices):
         if _is_swept(key, swept):
             continue
         labels = f"name {_label(cfg, 'name')} and figure {_label(cfg, 'report.figure')}"
         raise BadInput(
-            f"experiment={experiment} is {key}={_show(theirs)}, but {key}={_show(ours)} was given, which "
-            f"would file another run under the experiment's {labels}; drop {key}={_show(ours)} to run the "
+            f"experiment={experiment} is {key}={shown(theirs)}, but {key}={shown(ours)} was given, which "
+            f"would file another run under the experiment's {labels}; drop {key}={shown(ours)} to run the "
             f"experiment, or label the run as your own with name=<name> report.figure=<paper>/<what>"
         )
 
@@ -63,7 +65,7 @@ def _departures(
     if str(choices.get("dataset")) != str(own_choices.get("dataset")):
         return
     for key in sorted(set(_identity_keys(own)) | set(_identity_keys(cfg))):
-        theirs, ours = _raw(own, key), _raw(cfg, key)
+        theirs, ours = _value(own, key), _value(cfg, key)
         if theirs != ours:
             yield key, theirs, ours
 
@@ -71,7 +73,7 @@ def _departures(
 def _identity_keys(cfg: DictConfig) -> Iterator[str]:
     """The data set's split keys (of its class and of any data set it is built from, e.g. the source of
     extracted features) and every key of the noise."""
-    for path, node in _target_nodes(cfg.get("dataset"), "dataset"):
+    for path, node in target_nodes(cfg.get("dataset"), "dataset"):
         try:
             target = get_object(node["_target_"])
         except Exception:
@@ -85,24 +87,10 @@ def _identity_keys(cfg: DictConfig) -> Iterator[str]:
                 yield f"noise.{key}"
 
 
-def _target_nodes(node: Any, path: str) -> Iterator[tuple[str, DictConfig]]:
-    if isinstance(node, DictConfig) and not node._is_none():
-        if "_target_" in node:
-            yield path, node
-        for key in node:
-            yield from _target_nodes(node._get_node(key), f"{path}.{key}")
-
-
-def _raw(cfg: DictConfig, key: str) -> Any:
-    """The value at ``key`` as written (an interpolation as its text), None where there is none."""
-    node = cfg
-    for part in key.split("."):
-        if not isinstance(node, DictConfig) or part not in node:
-            return None
-        node = node._get_node(part)
-    if isinstance(node, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(node, resolve=False)
-    return node._value()
+def _value(cfg: DictConfig, key: str) -> Any:
+    """The value at ``key`` as written, None where there is none."""
+    value = raw(cfg, key)
+    return None if value is ABSENT else value
 
 
 def _label(cfg: DictConfig, key: str) -> Any:
@@ -110,13 +98,7 @@ def _label(cfg: DictConfig, key: str) -> Any:
     try:
         return OmegaConf.select(cfg, key)
     except Exception:
-        return _raw(cfg, key)
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, list):
-        return f"[{','.join(_show(v) for v in value)}]"
-    return "null" if value is None else str(value)
+        return _value(cfg, key)
 
 
 def _is_swept(key: str, swept: frozenset[str]) -> bool:
@@ -141,3 +123,20 @@ def _experiment(
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None) or {}
     swept = frozenset(str(key).lstrip("+~") for key in params)
     return cfg, choices, swept
+
+
+def check_method(choices: dict[str, str]) -> None:
+    """A published method (``method=``) is its groups' options (``override /loss: bspml``): one of them
+    replaced on the command line would record another method's run under the method's name, so it is
+    refused."""
+    method = choices.get("method")
+    if not method:
+        return
+    for group, option in method_groups(method).items():
+        given = str(choices.get(group, option))
+        if given != option:
+            raise BadInput(
+                f"method={method} is {group}={option}, but {group}={given} was given, which would record "
+                f"a {given} run as {method}; drop {group}={given} to run the method, or drop method= to "
+                f"run {group}={given} on its own"
+            )

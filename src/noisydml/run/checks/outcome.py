@@ -19,7 +19,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from noisydml.utils.errors import BadInput
-from noisydml.utils.run_directory import DEBUG, FINISHED, UNSELECTED
+from noisydml.utils.metric_names import better
+from noisydml.utils.run_directory import DEBUG, EVALUATED, FINISHED, STOPPED, UNSELECTED
 
 # The validation stage the selection reads; test/, test_epoch/ and train/ are never selected on.
 VALIDATION = "val"
@@ -68,6 +69,12 @@ def check_selection(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
                 f"callbacks.{name}.monitor={monitor} watches the test split, which would then choose the "
                 f"result; watch a validation metric, e.g. callbacks.{name}.monitor={metric}"
             )
+        mode = node.get("mode") if monitor else None
+        if mode is not None and mode != better(monitor):
+            raise BadInput(
+                f"callbacks.{name}.mode={mode} on {monitor}, which improves as it {_way(better(monitor))}, "
+                f"reads the worst epoch as the best; use callbacks.{name}.mode={better(monitor)}"
+            )
     limit = OmegaConf.select(cfg, "trainer.limit_val_batches", default=None)
     selects = (cfg.get("callbacks") or {}).get("select") is not None
     if datamodule.val_set is not None and selects and limit is not None and limit == 0:
@@ -76,6 +83,10 @@ def check_selection(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
             "select nothing and the last epoch be tested as if selected; drop it, or train without a "
             "validation split: data.val_fraction=0"
         )
+
+
+def _way(mode: str) -> str:
+    return "falls" if mode == "min" else "rises"
 
 
 def debug_mode(cfg: DictConfig, choices: dict[str, str]) -> str | None:
@@ -97,13 +108,29 @@ def debug_mode(cfg: DictConfig, choices: dict[str, str]) -> str | None:
 
 
 def result_status(
-    cfg: DictConfig, choices: dict[str, str], datamodule: Any, selection: dict | None, trained: bool
+    cfg: DictConfig,
+    choices: dict[str, str],
+    datamodule: Any,
+    selection: dict | None,
+    trained: bool,
+    epochs_trained: int | None = None,
 ) -> tuple[str, str | None]:
     """The status a run that ran to its end records, and why it is not ``finished`` (None when it is).
     ``trained``: it fitted (an evaluation of given weights, or a backbone with nothing to train, selects
-    nothing by design)."""
+    nothing by design); ``epochs_trained``: where ``trainer.max_time`` stopped it, the epochs it trained."""
     if mode := debug_mode(cfg, choices):
         return DEBUG, f"{mode} is a debug mode: its metrics are not a result; run without it for one"
+    if cfg.get("ckpt_path"):
+        return EVALUATED, (
+            f"ckpt_path={cfg.ckpt_path} was scored as it is, not trained: these are that checkpoint's scores "
+            "under this config, not a run of it; the run that trained it holds its result"
+        )
+    if epochs_trained is not None:
+        return STOPPED, (
+            f"trainer.max_time={cfg.trainer.max_time} stopped training after {epochs_trained} of "
+            f"trainer.max_epochs={cfg.trainer.max_epochs} epochs: the weights are a shorter run's, not "
+            "this config's result; raise trainer.max_time or drop it, and continue with noisydml resume=..."
+        )
     selects = (cfg.get("callbacks") or {}).get("select") is not None
     if trained and datamodule.val_set is not None and selects and not (selection or {}).get("metric"):
         return UNSELECTED, (
@@ -112,3 +139,34 @@ def result_status(
             "epoch's scores; run to the end of an epoch that validates"
         )
     return FINISHED, None
+
+
+def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
+    """Recall@K can be scored on the splits the run scores, and every metric a callback or the checkpoint
+    selection watches (``optimized_metric``, an early stop's ``monitor``) is one the run logs."""
+    ks = evaluator.options["recall_ks"]
+    mask = datamodule.query_mask
+    # A query's candidates: the gallery, or every other item (leave-one-out).
+    candidates = {"test": int((~mask).sum()) if mask is not None else len(datamodule.splits.test) - 1}
+    if datamodule.val_set is not None:
+        candidates["validation"] = len(datamodule.val_set) - 1
+    for split, count in candidates.items():
+        if ks and max(ks) > count:
+            raise BadInput(
+                f"metrics.recall_ks=[{','.join(map(str, ks))}]: Recall@{max(ks)} needs more than the {count} "
+                f"neighbours each {split} query has; use K up to {count}, e.g. metrics.recall_ks=[1,2,4,8]"
+            )
+    stages = datamodule.validation_stages
+    logged = [f"{stage}/{name}" for stage in stages for name in evaluator.names()]
+    watched = {"optimized_metric": cfg.get("optimized_metric")}
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if isinstance(node, DictConfig) and node.get("monitor"):
+            watched[f"callbacks.{name}.monitor"] = node.monitor
+    for key, metric in watched.items():
+        if metric and str(metric).split("/", 1)[0] in stages and metric not in logged:
+            close = difflib.get_close_matches(str(metric), logged, n=1)
+            hint = f"; did you mean {key}={close[0]}?" if close else ""
+            raise BadInput(
+                f"{key}={metric} is not a metric this run logs (it logs: {', '.join(logged) or 'none'}); "
+                f"choose one of them{hint}"
+            )

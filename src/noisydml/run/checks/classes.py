@@ -1,0 +1,422 @@
+"""Every node that builds an object (a ``_target_``), against the class it builds, before anything is
+built: its keys are the class's parameters (a typo such as ``+noise.rat=0.2`` is named with the key it is
+closest to), a parameter that takes only a boolean or only a list gets one, and a library class's
+parameter stays in the range where its objective keeps its meaning (:data:`RANGES`).
+
+Outside those ranges the libraries train without a word and the run learns nothing, or the opposite of
+what it should: a negative margin no pair ever violates (the loss is 0), a negative alpha that weighs the
+easiest pairs most, an L0 "distance" with no gradient, a negative learning-rate floor. The ranges are
+declared per library class, by the path a ``_target_`` names, and found along a target's bases, so a
+subclass (noisydml's ``ContrastiveLoss`` of PML's) is held to its base's. This package's own classes check
+their ranges in their constructors (as PML's losses assert their distances), which :func:`check_built`
+calls on the config's nodes before the data are read. A margin's range depends on what the loss compares:
+a distance (``LpDistance``, from 0 up) or a similarity (``CosineSimilarity``, in [-1, 1]).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import math
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import get_object, instantiate
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from noisydml import CONFIG_DIR
+from noisydml.run.checks.walk import raw, shown, target_nodes
+from noisydml.utils.checks import (
+    NONNEGATIVE_BOUNDARY,
+    NONNEGATIVE_MARGIN,
+    POSITIVE_SCALE,
+    SIMILARITY_MARGIN,
+    Rule,
+    check_value,
+    parameter_range,
+)
+from noisydml.utils.errors import BadInput
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class ByMetric:
+    """A range that depends on what the node compares: distances (from 0 up) or similarities."""
+
+    distance: Rule
+    similarity: Rule
+
+
+MARGIN = ByMetric(NONNEGATIVE_MARGIN, SIMILARITY_MARGIN)
+
+# Library class path -> {parameter: its range}; a class inherits its bases' entries.
+RANGES: dict[str, dict[str, Rule | ByMetric]] = {
+    "pytorch_metric_learning.losses.TripletMarginLoss": {"margin": NONNEGATIVE_MARGIN},
+    "pytorch_metric_learning.losses.ContrastiveLoss": {"pos_margin": MARGIN, "neg_margin": MARGIN},
+    "pytorch_metric_learning.losses.MultiSimilarityLoss": {"alpha": POSITIVE_SCALE, "beta": POSITIVE_SCALE},
+    "pytorch_metric_learning.losses.MarginLoss": {
+        "margin": NONNEGATIVE_MARGIN,
+        "beta": NONNEGATIVE_BOUNDARY,
+        "nu": parameter_range(
+            0, why="a negative nu rewards a large boundary beta, which the loss then pushes up"
+        ),
+    },
+    "pytorch_metric_learning.losses.ProxyAnchorLoss": {"alpha": POSITIVE_SCALE, "margin": NONNEGATIVE_MARGIN},
+    "pytorch_metric_learning.losses.NCALoss": {"softmax_scale": POSITIVE_SCALE},
+    "pytorch_metric_learning.losses.FastAPLoss": {
+        "num_bins": Rule(
+            "", int, 1, why="the average precision is estimated over a histogram of at least one bin"
+        )
+    },
+    "pytorch_metric_learning.miners.TripletMarginMiner": {"margin": NONNEGATIVE_MARGIN},
+    "pytorch_metric_learning.miners.MultiSimilarityMiner": {
+        "epsilon": parameter_range(0, why="a negative epsilon keeps no pair, and the loss of no pair is 0")
+    },
+    "pytorch_metric_learning.miners.DistanceWeightedMiner": {
+        "cutoff": parameter_range(0, why="distances are >= 0: a negative cutoff clamps nothing"),
+        "nonzero_loss_cutoff": parameter_range(
+            0, open_low=True, why="no negative is nearer than 0: none would be drawn"
+        ),
+    },
+    "pytorch_metric_learning.distances.BaseDistance": {
+        "p": parameter_range(
+            1, why="an Lp norm needs p >= 1: p=0 counts nonzero coordinates and has no gradient"
+        ),
+        "power": parameter_range(
+            0, open_low=True, why="a distance raised to 0 or a negative power is flat or inverted"
+        ),
+    },
+    "torch.optim.lr_scheduler.CosineAnnealingLR": {
+        "eta_min": parameter_range(0, why="the learning rate would turn negative and training climb the loss")
+    },
+}
+
+
+@dataclass(frozen=True)
+class Ordered:
+    """Two parameters of one class whose order the objective needs: ``low`` below ``high`` (or equal,
+    unless ``strict``), the other way round where the node compares similarities."""
+
+    low: str
+    high: str
+    why: str
+    strict: bool = False
+
+
+PULLED_AND_PUSHED = Ordered(
+    "pos_margin",
+    "neg_margin",
+    "a pair between the margins would be pulled in as a positive and pushed out as a negative at once",
+)
+# Library class path -> the orders its parameters keep; a class inherits its bases' entries.
+ORDERS: dict[str, tuple[Ordered, ...]] = {
+    "pytorch_metric_learning.losses.ContrastiveLoss": (PULLED_AND_PUSHED,),
+    "pytorch_metric_learning.losses.SignalToNoiseRatioContrastiveLoss": (PULLED_AND_PUSHED,),
+    "pytorch_metric_learning.miners.DistanceWeightedMiner": (
+        Ordered("cutoff", "nonzero_loss_cutoff", "no negative lies between them, so none is drawn", True),
+    ),
+}
+
+SIMILARITY = "pytorch_metric_learning.distances.DotProductSimilarity"
+# Packages whose classes pass **kwargs on to their base class, so the bases' parameters are the options.
+FORWARDS_KWARGS = ("pytorch_metric_learning", "noisydml")
+# The parts the run builds from a node of its own: built once here, before the data are read, so that
+# their constructors' checks refuse a value before anything costly (the data, the noise) is done.
+BUILT_EARLY = ("loss", "miner")
+
+
+def check_classes(cfg: DictConfig) -> None:
+    """Refuse the first node whose class cannot be imported, or that is given a key its class does not
+    take, a value of the wrong type, or a value outside its declared range."""
+    from noisydml.core.embedding_module import EmbeddingModule
+
+    _check_keys(
+        "module", cfg.get("module") or {}, EmbeddingModule, "noisydml.core.embedding_module.EmbeddingModule"
+    )
+    defaults = OmegaConf.load(CONFIG_DIR / "config.yaml")
+    for key in defaults:
+        if key in ("defaults", "hydra") or key not in cfg or isinstance(defaults[key], DictConfig):
+            continue
+        _check_type(str(key), raw(cfg, str(key)), _kind_of_default(raw(defaults, str(key))))
+    for path, node in target_nodes(cfg):
+        try:
+            target = get_object(node["_target_"])
+        except Exception as error:
+            raise BadInput(
+                f"{path}._target_={node['_target_']} cannot be imported ({error}); check the class path"
+            ) from error
+        _check_keys(path, node, target, node["_target_"])
+        kinds = _parameter_kinds(target)
+        for name in node:
+            if not str(name).startswith("_") and name in kinds:
+                _check_type(f"{path}.{name}", raw(node, str(name)), kinds[name])
+        _check_ranges(path, node, target)
+        _check_orders(path, node, target)
+
+
+def check_built(cfg: DictConfig) -> None:
+    """Build each part of :data:`BUILT_EARLY` once and drop it: a constructor's refusal names the key it
+    refused at its place in the config. Called before the run seeds itself, so nothing here changes what
+    the run then draws."""
+    from noisydml.run.checks.library import library_error
+
+    for section in BUILT_EARLY:
+        node = cfg.get(section)
+        if not isinstance(node, DictConfig) or "_target_" not in node:
+            continue
+        try:
+            instantiate(node)
+        except Exception as error:
+            cause = error
+            while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
+                cause = cause.__cause__
+            if hasattr(cause, "under"):
+                raise cause.under(_place(cfg, section, cause.key)) from error
+            if isinstance(cause, BadInput):
+                raise cause from error
+            raise library_error(section, node, instantiate, error) from error
+
+
+def _place(cfg: DictConfig, section: str, name: str) -> str:
+    """The node below ``section`` that holds the parameter ``name`` (a wrapped loss's, ``loss.loss``)."""
+    for path, node in target_nodes(cfg.get(section), section):
+        if name in node:
+            return path
+    return section
+
+
+def _check_ranges(path: str, node: DictConfig, target: Any) -> None:
+    for name, declared in _declared(target).items():
+        if name not in node or node[name] is None:
+            continue
+        if isinstance(declared, ByMetric):
+            similarity = _compares_similarities(node, target)
+            if similarity is None:
+                continue
+            declared = declared.similarity if similarity else declared.distance
+        key = f"{path}.{name}"
+        check_value(declared.at(key, _example(target, name, key)), node[name])
+
+
+def _check_orders(path: str, node: DictConfig, target: Any) -> None:
+    for klass in inspect.getmro(target) if inspect.isclass(target) else ():
+        for order in _orders().get(klass, ()):
+            low, high = (node[n] if n in node else _default(target, n) for n in (order.low, order.high))
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)):
+                continue
+            if _compares_similarities(node, target):
+                low, high = high, low
+                first, second = order.high, order.low
+            else:
+                first, second = order.low, order.high
+            if low > high or (order.strict and low == high):
+                raise BadInput(
+                    f"{path}.{first}={low} is {'at or above' if order.strict else 'above'} "
+                    f"{path}.{second}={high} ({order.why}); lower {path}.{first} or raise {path}.{second}"
+                )
+
+
+@functools.cache
+def _orders() -> dict[Any, tuple[Ordered, ...]]:
+    return {klass: orders for path, orders in ORDERS.items() if (klass := _import(path)) is not None}
+
+
+def _default(target: Any, name: str) -> Any:
+    """The value ``target`` takes for ``name`` when the key is not given (up its bases), or None."""
+    for klass in inspect.getmro(target):
+        parameter = (
+            inspect.signature(klass.__init__).parameters.get(name) if "__init__" in vars(klass) else None
+        )
+        if parameter is not None and parameter.default is not inspect.Parameter.empty:
+            return parameter.default
+    return None
+
+
+def _declared(target: type) -> dict[str, Rule | ByMetric]:
+    declared: dict[str, Rule | ByMetric] = {}
+    for klass in reversed(inspect.getmro(target) if inspect.isclass(target) else ()):
+        declared.update(_ranges().get(klass, {}))
+    return declared
+
+
+@functools.cache
+def _ranges() -> dict[Any, dict[str, Rule | ByMetric]]:
+    """:data:`RANGES` by class object (a path that does not import in this environment is skipped)."""
+    found = {}
+    for path, ranges in RANGES.items():
+        klass = _import(path)
+        if klass is not None:
+            found[klass] = ranges
+    return found
+
+
+def _compares_similarities(node: DictConfig, target: type) -> bool | None:
+    """Whether the node's distance is a similarity (its ``distance`` node, else the class's default);
+    None when it cannot be told."""
+    similarity = _import(SIMILARITY)
+    distance = node.get("distance") if "distance" in node else None
+    if isinstance(distance, DictConfig) and "_target_" in distance:
+        klass = _import(distance["_target_"])
+        return None if klass is None or similarity is None else issubclass(klass, similarity)
+    try:
+        return isinstance(target.get_default_distance(None), similarity)
+    except Exception:
+        return None
+
+
+def _example(target: type, name: str, key: str) -> str:
+    """``key=<the class's default>``, the value the class takes when the key is not given."""
+    default = _default(target, name)
+    return f"{key}={default if default is not None else '...'}"
+
+
+def _import(path: str) -> Any:
+    try:
+        return get_object(path)
+    except Exception:
+        return None
+
+
+# --- Options ------------------------------------------------------------------------------------------
+
+
+def _check_keys(path: str, node: Any, target: Any, name: str) -> None:
+    accepted = _parameters(target)
+    if accepted is None:
+        return
+    for key in node:
+        if str(key).startswith("_") or key in accepted:
+            continue
+        close = difflib.get_close_matches(str(key), sorted(accepted), n=1)
+        hint = f"; did you mean {path}.{close[0]}?" if close else ""
+        raise BadInput(
+            f"{path}.{key}={node[key]} is not an option of {name} (its options: "
+            f"{', '.join(sorted(accepted))}){hint}"
+        )
+
+
+def _parameters(target: Any) -> set[str] | None:
+    """The keyword arguments ``target`` takes, following ``**kwargs`` up a class's bases where they are
+    passed on (:data:`FORWARDS_KWARGS`); None when it takes any."""
+    if not inspect.isclass(target):
+        try:
+            signature = inspect.signature(target)
+        except (TypeError, ValueError):
+            return None
+        if any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
+            return None
+        return {p.name for p in signature.parameters.values() if p.kind is not p.VAR_POSITIONAL}
+    names: set[str] = set()
+    for klass in target.__mro__:
+        if klass in (object, torch.nn.Module):
+            return names
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            parameters = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        names |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)} - {"self"}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            return names
+        if klass.__module__.split(".")[0] not in FORWARDS_KWARGS:
+            # Its **kwargs may go anywhere (WandbLogger's to wandb.init): any key may be right.
+            return None
+    return names
+
+
+# --- Types: booleans only where the consumer takes a boolean, lists only where it takes a list ----------
+
+
+def _check_type(key: str, value: Any, kind: tuple | None) -> None:
+    """``kind``: ("bool" or "list", whether null is allowed[, the strings allowed beside booleans]), None
+    when anything goes. The type is the consumer's: the parameter's annotation or default in the class a
+    node builds, or the default in ``conf/config.yaml`` for the project's own top-level keys (``tags: []``).
+    YAML reads ``maybe`` as a string that Python would take as true."""
+    if kind is None or value is None and kind[1]:
+        return
+    expected, words = kind[0], kind[2] if len(kind) > 2 else ()
+    if isinstance(value, str) and (value.startswith("${") or value in words):
+        return
+    if expected == "bool" and not isinstance(value, bool):
+        also = f" (or {', '.join(words)})" if words else ""
+        raise BadInput(f"{key}={_typed(value)} is not a boolean; give true or false{also}, e.g. {key}=true")
+    if expected == "list" and not isinstance(value, (ListConfig, list)):
+        raise BadInput(
+            f"{key}={_typed(value)} is not a list; give one, e.g. {key}=[{_typed(value)}] (unbracketed, a "
+            "string would be read as a list of its letters)"
+        )
+
+
+def _typed(value: Any) -> str:
+    return shown(value).replace(" ", "")
+
+
+def _kind_of_default(default: Any) -> tuple | None:
+    if isinstance(default, bool):
+        return ("bool", False)
+    if isinstance(default, (ListConfig, list)):
+        return ("list", False)
+    return None
+
+
+def _parameter_kinds(target: Any) -> dict[str, tuple | None]:
+    """Each keyword parameter of ``target`` (a class's ``__init__`` up its bases, or a function) that
+    takes only a boolean or only a list, from its annotation or else its default."""
+    functions = []
+    if inspect.isclass(target):
+        functions = [k.__dict__["__init__"] for k in target.__mro__ if "__init__" in k.__dict__]
+        functions = [f for f in functions if f is not object.__init__]
+    elif callable(target):
+        functions = [target]
+    kinds: dict[str, tuple | None] = {}
+    for function in functions:
+        try:
+            parameters = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            continue
+        try:
+            hints = typing.get_type_hints(function)
+        except Exception:
+            hints = {}
+        for name, parameter in parameters.items():
+            if name in kinds or parameter.kind in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL):
+                continue
+            kind = _kind_of_annotation(hints[name]) if name in hints else "unknown"
+            if kind == "unknown":
+                default = parameter.default
+                kind = None if default is inspect.Parameter.empty else _kind_of_default(default)
+            kinds[name] = kind
+    return kinds
+
+
+def _kind_of_annotation(annotation: Any) -> tuple | None | str:
+    """("bool" | "list", null allowed) for ``bool``, ``list[...]``, ``Sequence[...]`` and their Optional;
+    None for any other type; "unknown" when there is no annotation to read."""
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return "unknown"
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional = len(members) < len(typing.get_args(annotation))
+        if len(members) == 1:
+            kind = _kind_of_annotation(members[0])
+            return (kind[0], optional) if isinstance(kind, tuple) else kind
+        literals = [a for a in members if typing.get_origin(a) is typing.Literal]
+        if bool in members and len(literals) + 1 == len(members):
+            # Lightning's deterministic: bool or "warn".
+            return ("bool", optional, tuple(str(w) for a in literals for w in typing.get_args(a)))
+        return None
+    if annotation is bool:
+        return ("bool", False)
+    if annotation is list or origin in (list, Sequence):
+        return ("list", False)
+    return None

@@ -1,0 +1,186 @@
+"""A run writes only into its own folder: never into, below or over another run's, by any path key, and
+never above its own.
+
+:func:`check_run_folder`, before anything is written: the run directory lies inside no other run's folder
+(``hydra.run.dir=<a finished run>/checkpoints``, a run the report would never see) and holds no other run
+below it. :func:`check_run_directory`: it holds no finished run or checkpoint of another config;
+:func:`check_output_dir`: it can be written. :func:`check_written_folders`, in pre-flight: every folder a
+callback, logger or the trainer writes (a key named ``dirpath``, ``save_dir``, ``*_dir``) lies in the run
+directory, where resume and the report look for it, and can be written; a checkpoint folder pointed at
+another run's would overwrite its ``best.ckpt``, the weights its results were tested with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from noisydml.run.results import config_differences
+from noisydml.utils.checks import check_writable
+from noisydml.utils.errors import BadInput
+from noisydml.utils.run_directory import RunDir
+
+# The sections of the config whose nodes write files: callbacks, loggers, the trainer (a profiler).
+WRITING_SECTIONS = ("callbacks", "logger", "trainer")
+# How deep below a run directory another run is looked for: a sweep's jobs are one level down, a
+# name/time run folder two, outputs/ three.
+DEPTH = 4
+
+
+def is_run(path: Path) -> bool:
+    """``path`` holds a run: its record (``results.json``) or Hydra's (``.hydra/overrides.yaml``)."""
+    run = RunDir(path)
+    return run.results.is_file() or run.overrides.is_file()
+
+
+def check_run_folder(run: RunDir) -> None:
+    """The run directory, as :func:`check_folder_argument` checks it; the empty folder Hydra made for a
+    refused one is removed, so the other run is left as it was found."""
+    try:
+        check_folder_argument("hydra.run.dir", run.path)
+    except BadInput:
+        _remove_if_empty(run.path.resolve())
+        raise
+
+
+def check_folder_argument(key: str, folder: Path) -> None:
+    """``hydra.run.dir`` / ``hydra.sweep.dir``, before anything is written into it (a sweep's
+    multirun.yaml): inside no other run's folder, and a run's holding no run below it. A sweep folder may
+    hold runs, its own jobs (a sweep run again skips those that finished)."""
+    path = folder.resolve()
+    outer = next((parent for parent in path.parents if is_run(parent)), None)
+    run = key == "hydra.run.dir"
+    new = f"drop {key} for a new outputs/{'runs' if run else 'sweeps'}/<name>/<time>"
+    if outer is not None:
+        raise BadInput(
+            f"{key}={folder} is inside the run folder {outer}, whose files it would mix with and where the "
+            f"report never sees it; choose a folder outside every run, or {new}"
+        )
+    if run and (inner := _run_below(path)) is not None:
+        raise BadInput(
+            f"{key}={folder} holds the run {inner} below it, which this run would write over; choose a new "
+            f"folder, or {new}"
+        )
+
+
+def check_output_folders(resolved: dict, run_dir: Path) -> None:
+    """Every folder the run's callbacks, loggers and trainer write lies in its run directory."""
+    root = run_dir.resolve()
+    for key, value in _output_folders(resolved):
+        folder = Path(value).expanduser()
+        folder = (folder if folder.is_absolute() else Path.cwd() / folder).resolve()
+        if folder != root and root not in folder.parents:
+            where = "above" if folder in root.parents else "outside"
+            raise BadInput(
+                f"{key}={value} is {where} the run's folder {run_dir}: every folder a run writes lies in "
+                "its own (another run's checkpoints would be overwritten; resume and the report look "
+                f"there); use {key}=${{paths.output_dir}}/<folder>, or move the whole run with "
+                "hydra.run.dir=..."
+            )
+
+
+def _output_folders(resolved: dict) -> Iterator[tuple[str, str]]:
+    """``(key, folder)`` of every folder-valued key (``dirpath``, ``save_dir``, ``default_root_dir``)
+    of the sections that write."""
+
+    def walk(node: Any, path: str) -> Iterator[tuple[str, str]]:
+        if not isinstance(node, dict):
+            return
+        for key, value in node.items():
+            name = f"{path}.{key}"
+            if isinstance(value, str) and str(key).endswith(("dir", "dirpath")):
+                yield name, value
+            else:
+                yield from walk(value, name)
+
+    for section in WRITING_SECTIONS:
+        yield from walk(resolved.get(section), section)
+
+
+def _run_below(path: Path) -> Path | None:
+    if not path.is_dir():
+        return None
+    for folder, subfolders, _ in os.walk(path):
+        here = Path(folder)
+        depth = len(here.relative_to(path).parts)
+        if depth and is_run(here):
+            return here
+        if depth >= DEPTH:
+            subfolders.clear()
+    return None
+
+
+def _remove_if_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.rmdir()
+
+
+def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None:
+    """The run directory holds no other run: return the results of a finished run of this very config
+    (to skip), None when the run may start here. Refused, before anything is written into it: a finished
+    run of another config, and a checkpoint of another config that ``resume=auto`` would continue."""
+    recorded = run.read_results()
+    if recorded is None or not isinstance(recorded.get("config"), dict):
+        return None
+    differences = config_differences(recorded["config"], resolved)
+    finished = run.finished_results() is not None
+    if not differences:
+        return recorded if finished else None
+    changed = ", ".join(_change(recorded["config"], resolved, key) for key in differences[:6])
+    more = f" and {len(differences) - 6} more" if len(differences) > 6 else ""
+    if finished:
+        raise BadInput(
+            f"{run.path} holds a finished run of another config ({changed}{more}), which is left as it is; "
+            "run without resume= for a new directory, or choose another with hydra.run.dir=..."
+        )
+    if resume == "auto" and run.has_checkpoint():
+        raise BadInput(
+            f"{run.path} holds a checkpoint of another config ({changed}{more}), which would continue as if "
+            f"it were this one; continue that run unchanged with: noisydml resume={run.path}, start it over "
+            "with resume=never, or choose another directory with hydra.run.dir=..."
+        )
+    return None
+
+
+def _change(old: dict, new: dict, key: str) -> str:
+    def value(config: dict) -> Any:
+        for part in key.split("."):
+            config = config.get(part) if isinstance(config, dict) else None
+        return config
+
+    return f"{key}: {value(old)} there, {value(new)} here"
+
+
+def check_output_dir(path: Path, key: str = "paths.output_dir") -> None:
+    """The run directory (or another folder a run writes, named by its ``key``, which is left as it was
+    found) can be created and written."""
+    run_dir = key == "paths.output_dir"
+    fix = "hydra.run.dir=... (or hydra.sweep.dir=...)" if run_dir else f"{key}=..."
+    check_writable(path, key, fix, keep=run_dir)
+
+
+def _checkpoint_dirs(cfg: DictConfig) -> list[tuple[str, str]]:
+    callbacks = cfg.get("callbacks") or {}
+    return [
+        (f"callbacks.{name}.dirpath", node.dirpath)
+        for name, node in callbacks.items()
+        if isinstance(node, DictConfig) and node.get("dirpath")
+    ]
+
+
+def check_written_folders(cfg: DictConfig, run_dir: Path) -> None:
+    """Every folder the run's callbacks, loggers and trainer write lies in its run directory and can be
+    written (a logger's is probed, leaving the disk as it was)."""
+    for key, path in _checkpoint_dirs(cfg):
+        check_output_dir(Path(path), key)
+    for name, node in (cfg.get("logger") or {}).items():
+        folder = node.get("save_dir") if isinstance(node, DictConfig) else None
+        if folder:
+            key = f"logger.{name}.save_dir"
+            check_writable(Path(str(folder)).expanduser(), key, f"{key}=...", keep=False)
+    check_output_folders(OmegaConf.to_container(cfg, resolve=True), run_dir)

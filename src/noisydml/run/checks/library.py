@@ -1,0 +1,255 @@
+"""What only a library can say, asked before the first step: the optimizer and the scheduler built on the
+model's parameters as Lightning will build them (:func:`check_optimization`), the Trainer built as the run
+builds it, so that Lightning resolves devices, accelerator, strategy, precision and its other flags
+against this machine now (:func:`check_trainer`, :func:`check_hardware`), and the first batch through the
+model in the run's precision (:func:`check_precision`).
+
+A library's refusal is translated into one line naming the key, the value and a fix
+(:func:`library_error`): the key is found by building the object again without each key in turn.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+import math
+import os
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import get_object, instantiate
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from torch.utils.data import default_collate
+
+from noisydml.core.hooks import hooks_of
+from noisydml.run.checks.walk import raw, shown
+from noisydml.utils.errors import BadInput
+
+# --- Library errors -----------------------------------------------------------------------------------
+
+
+def library_error(
+    key: str, node: DictConfig, build: Callable[[DictConfig], Any], error: Exception
+) -> BadInput:
+    """One line for a library's refusal to build ``node`` (the config at ``key``): the key it refused,
+    found by building again without each key in turn, its value, and a fix."""
+    target = node.get("_target_", key)
+    while isinstance(error, InstantiationException) and error.__cause__ is not None:
+        # Hydra's wrapper says only where the error came from.
+        error = error.__cause__
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    for name in [n for n in node if not str(n).startswith("_")]:
+        trial = copy.deepcopy(node)
+        with open_dict(trial):
+            del trial[name]
+        try:
+            with _quiet():
+                build(trial)
+        except Exception:
+            continue
+        default = _default(target, str(name))
+        fix = f"e.g. its default, {key}.{name}={default}" if default is not None else f"or drop {key}.{name}"
+        return BadInput(
+            f"{key}.{name}={shown(raw(node, str(name)))} is refused by {target} ({reason}); give a "
+            f"value it takes, {fix}"
+        )
+    return BadInput(f"{key} ({target}) cannot be built with its keys: {reason}; change the key it names")
+
+
+def _default(target: str, name: str) -> Any:
+    try:
+        parameters = inspect.signature(get_object(target)).parameters
+    except Exception:
+        return None
+    default = parameters[name].default if name in parameters else inspect.Parameter.empty
+    return None if default is inspect.Parameter.empty else default
+
+
+# --- Optimizer, scheduler, trainer --------------------------------------------------------------------
+
+
+def check_optimization(cfg: DictConfig, model: Any) -> None:
+    """The optimizer and scheduler, built on the model's parameters as Lightning will build them."""
+    params = [p for p in model.parameters() if p.requires_grad] or [torch.nn.Parameter(torch.zeros(1))]
+    try:
+        optimizer = instantiate(cfg.optimizer)(params)
+    except Exception as error:
+        raise library_error("optimizer", cfg.optimizer, lambda n: instantiate(n)(params), error) from error
+    if cfg.get("scheduler") is None:
+        return
+    try:
+        instantiate(cfg.scheduler)(optimizer)
+    except Exception as error:
+        build = lambda n: instantiate(n)(instantiate(cfg.optimizer)(params))  # noqa: E731
+        raise library_error("scheduler", cfg.scheduler, build, error) from error
+
+
+def check_trainer(cfg: DictConfig) -> Any:
+    """The Trainer as the run builds it (without loggers and callbacks), refused in one line naming the
+    key where Lightning refuses it here; return it, for its precision."""
+
+    def build(node: DictConfig) -> Any:
+        plugins = [instantiate(plugin) for plugin in node.get("plugins") or []]
+        return instantiate(node, logger=False, callbacks=[], plugins=plugins, enable_checkpointing=False)
+
+    try:
+        with _quiet():
+            trainer = build(cfg.trainer)
+    except BadInput:
+        raise
+    except Exception as error:
+        raise library_error("trainer", cfg.trainer, build, error) from error
+    from lightning_fabric.plugins.environments import LightningEnvironment
+
+    nodes = trainer.num_nodes
+    alone = type(getattr(trainer.strategy, "cluster_environment", None)) is LightningEnvironment
+    if nodes > 1 and alone and "NODE_RANK" not in os.environ:
+        raise BadInput(
+            f"trainer.num_nodes={nodes}, but no cluster is there to start the other nodes (no SLURM, "
+            "torchrun or MPI environment): the run would wait for them forever; run it with "
+            "hydra/launcher=slurm (or torchrun on each node), or use trainer.num_nodes=1"
+        )
+    return trainer
+
+
+def check_precision(cfg: DictConfig, trainer: Any, model: Any, datamodule: Any) -> None:
+    """The first batch, a training step and the loss after it in the run's precision (``16-true`` casts
+    the weights and the optimizer's state to float16), on a copy of the model."""
+    precision = str(cfg.trainer.get("precision", "32-true"))
+    if precision in ("32", "32-true"):
+        return
+    batch, training_set = first_batch(datamodule), datamodule.training_set()
+    plugin = trainer.precision_plugin
+    trial = plugin.convert_module(copy.deepcopy(model))
+    hooks_of(trial.loss).setup(training_set)
+    x, labels, indices = plugin.convert_input(batch)
+    params = [p for p in trial.parameters() if p.requires_grad]
+    values = []
+    with torch.random.fork_rng():
+        try:
+            optimizer = instantiate(cfg.optimizer)(params) if params else None
+            for _ in range(2):
+                with plugin.forward_context():
+                    loss = trial._step_loss(x, labels, indices, trial.loss, trial.miner)
+                values.append(float(loss.detach().float()))
+                if optimizer is None or not loss.requires_grad or not math.isfinite(values[-1]):
+                    break
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        except Exception as error:
+            raise BadInput(
+                f"trainer.precision={precision} fails on the first batch ({str(error).splitlines()[0]}); "
+                "use trainer.precision=32-true (or bf16-mixed)"
+            ) from error
+    if not math.isfinite(values[-1]):
+        raise BadInput(
+            f"trainer.precision={precision}: the loss is {values[-1]} "
+            f"{'on the first batch' if len(values) == 1 else 'after the first step'} in this precision "
+            "(float16's range and resolution are too small for this model and optimizer); use "
+            "trainer.precision=32-true, or bf16-mixed"
+        )
+
+
+def first_batch(datamodule: Any) -> tuple:
+    """K samples of each of the first P classes of the training set, as the sampler draws a batch."""
+    labels = datamodule.train_set.labels
+    positions = [
+        p
+        for c in sorted(set(labels.tolist()))[: datamodule.P]
+        for p in (labels == c).nonzero()[0][: datamodule.K]
+    ]
+    return default_collate([datamodule.train_set[int(p)] for p in positions])
+
+
+def check_metric_sizes(datamodule: Any, evaluator: Any) -> None:
+    """The k-NN vote's k is at most the training samples it votes with."""
+    k = getattr(evaluator, "knn_accuracy_k", None)
+    reference = len(datamodule.train_set)
+    if k and k > reference:
+        raise BadInput(
+            f"metrics.knn_accuracy_k={k}: the k-NN vote classifies a test item by its k nearest of the "
+            f"{reference} training samples; use k up to {reference}, e.g. metrics.knn_accuracy_k=5"
+        )
+
+
+def check_lengths(cfg: DictConfig, datamodule: Any) -> None:
+    """The Trainer's values that count batches, against the data's real number of batches: Lightning
+    checks them only when it reaches them, after an epoch has trained, or rounds them to nothing."""
+    trainer = cfg.trainer
+    train_batches = datamodule.sampler.batches_per_epoch
+    val_batches = [
+        math.ceil(len(dataset) / datamodule.eval_batch_size)
+        for dataset in (datamodule.val_set,)
+        if dataset is not None
+    ]
+    interval = trainer.get("val_check_interval")
+    per_epoch = trainer.get("check_val_every_n_epoch", 1) is not None
+    if (
+        isinstance(interval, int)
+        and not isinstance(interval, bool)
+        and per_epoch
+        and interval > train_batches
+    ):
+        raise BadInput(
+            f"trainer.val_check_interval={interval} is more batches than an epoch's {train_batches}, so no "
+            f"epoch would validate; use at most {train_batches}, or a fraction, e.g. "
+            "trainer.val_check_interval=0.5"
+        )
+    for key, counts in (("limit_train_batches", [train_batches]), ("limit_val_batches", val_batches)):
+        limit = trainer.get(key)
+        if isinstance(limit, float) and 0 < limit < 1 and any(int(n * limit) == 0 for n in counts):
+            raise BadInput(
+                f"trainer.{key}={limit} of {min(counts)} batch{'es' * (min(counts) != 1)} rounds to none; "
+                "use at least "
+                f"{1 / min(counts):.3g}, or a number of batches, e.g. trainer.{key}=1"
+            )
+
+
+def check_hardware(cfg: DictConfig) -> None:
+    """The devices and precision asked for exist here: Lightning would otherwise start a process per
+    device on a CPU's cores, fail deep in CUDA, or run bf16 on a CPU while the run records 16-mixed."""
+    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
+    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if accelerator in ("gpu", "cuda") and not gpus:
+        raise BadInput(
+            f"trainer.accelerator={accelerator} but torch finds no GPU on this machine; use "
+            "trainer.accelerator=cpu (or auto), or run on a GPU node"
+        )
+    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and gpus > 0)
+    if isinstance(devices, bool) or not (devices == "auto" or isinstance(devices, (int, ListConfig))):
+        raise BadInput(
+            f"trainer.devices={devices} is not a number of devices; e.g. trainer.devices=1 (or auto)"
+        )
+    if isinstance(devices, int) and devices != -1:
+        have = gpus if on_gpu else os.cpu_count() or 1
+        what = f"{gpus} GPU(s)" if on_gpu else f"{have} CPU cores (a process per device)"
+        if not 1 <= devices <= have:
+            raise BadInput(
+                f"trainer.devices={devices}: this machine has {what}; use trainer.devices=1, up to {have}"
+            )
+    precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
+    if not on_gpu and precision in ("16-mixed", "16"):
+        raise BadInput(
+            f"trainer.precision={precision} needs a GPU: on the CPU Lightning would run bf16-mixed instead; "
+            "use trainer.precision=32-true, or bf16-mixed"
+        )
+
+
+@contextmanager
+def _quiet():
+    """Lightning's lines about the devices it found, said once by the run's own Trainer."""
+    loggers = [logging.getLogger(n) for n in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)

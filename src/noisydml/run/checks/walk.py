@@ -1,0 +1,53 @@
+"""The one walk of a composed config every check uses: the nodes that build an object, a key's value as
+typed, and a value as a user would type it back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+ABSENT = object()
+
+
+def target_nodes(node: Any, path: str = "") -> Iterator[tuple[str, DictConfig]]:
+    """``(dotted key, node)`` of every node below ``node`` that builds an object (a string ``_target_``),
+    outer nodes first. Hydra's own settings (``hydra``) and null nodes are not walked; a node given by
+    an interpolation is the node it points to's, walked there."""
+    if not isinstance(node, DictConfig) or node._is_none() or path == "hydra":
+        return
+    if isinstance(raw(node, "_target_"), str):
+        yield path, node
+    for key in node:
+        yield from target_nodes(node._get_node(key), f"{path}.{key}" if path else str(key))
+
+
+def raw(cfg: Any, key: str) -> Any:
+    """The value at the dotted ``key`` as written (an interpolation as its text, a node as a plain dict or
+    list),
+    :data:`ABSENT` where there is none."""
+    node = cfg
+    for part in key.split("."):
+        if not isinstance(node, DictConfig) or node._is_none() or part not in node:
+            return ABSENT
+        node = node._get_node(part)
+    if isinstance(node, (DictConfig, ListConfig)):
+        return None if node._is_none() else OmegaConf.to_container(node, resolve=False)
+    return node._value()
+
+
+def select(cfg: DictConfig, key: str) -> Any:
+    """The value at the dotted ``key``, resolved; :data:`ABSENT` where there is none."""
+    return OmegaConf.select(cfg, key, default=ABSENT)
+
+
+def shown(value: Any) -> str:
+    """A value as a user types it on the command line: ``[0.9,0.999]``, ``{a: 1}``, ``null``."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        value = OmegaConf.to_container(value, resolve=False)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key}: {shown(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return f"[{','.join(shown(item) for item in value)}]"
+    return "null" if value is None else str(value)
