@@ -418,8 +418,8 @@ def comparisons_text(path: Path) -> str:
         text += (
             f". Better or worse on all the seeds but not on both halves: {short}; both halves would reach "
             f"it with about 81% chance at a median of {median(needed):g} seeds (at most: estimated for "
-            f"{len(needed)} of the {short} from their effect and spread at Benjamini-Hochberg's "
-            "strictest bar)"
+            f"{len(needed)} of the {short} from their effect and spread, at the bar Benjamini-Hochberg "
+            "reached in the half of the seeds that rejected fewer comparisons)"
             if needed
             else f". Better or worse on all the seeds but not on both halves: {short}"
         )

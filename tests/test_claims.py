@@ -167,6 +167,20 @@ def test_unstable_when_halves_with_seeds_enough_disagree() -> None:
     assert v.status == claims.UNSTABLE and v.seeds_needed == 18 <= len(seeds)
 
 
+def test_seeds_to_replicate_a_contradiction_at_the_bar_holm_reached_in_the_halves() -> None:
+    # Two strong holds and a weak contradiction: Holm over 3 rejects all three on the first half and the
+    # two holds on the second (two-sided p-values: a hold's small p is a rejection too), so the second
+    # half's contradiction must clear 0.05 / 2, its last rejection's bar, not 0.05 / 3, its first's.
+    weak = diff(WEAKLY_BELOW, 0.4)
+    v = verdict(diff(HELD_FLAT, 0.2), diff([1.1 * x for x in HELD_FLAT], 0.3), weak)
+    assert v.pooled == claims.CONTRADICTED and v.halves == (claims.CONTRADICTED, claims.INCONCLUSIVE)
+    assert v.assessed[2].half_verdicts == (claims.CONTRADICTED, claims.INCONCLUSIVE)
+    result = weak.result
+    assert v.seeds_needed == 2 * seeds_for(result.effect, result.sd, 0.9, 1 - 0.025) == 34
+    assert 2 * seeds_for(result.effect, result.sd, 0.9, 1 - 0.05 / 3) == 38
+    assert v.status == claims.UNDERPOWERED
+
+
 @pytest.mark.slow
 def test_a_stand_in_neither_holds_nor_contradicts() -> None:
     dml = diff(HELD_FLAT, 0.5, "vs DML")
