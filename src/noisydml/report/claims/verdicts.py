@@ -265,15 +265,19 @@ def _family(comparisons: list[Comparison], extensions: list[str]) -> list[Assess
 def _decide(family: list[Assessed], rule: Callable[[list[str]], str]) -> tuple[str, tuple[str, str], str]:
     """(verdict on all seeds, on each half, the verdict that stands): held or contradicted stands only
     when each half reaches it too. Where a half does not, the claim is underpowered when no half reaches
-    the opposite verdict and a half's seeds could not be expected to reach it (a comparison's seeds fewer
-    than those that replicate it at its observed effect and spread), else unstable."""
+    the opposite verdict and a half's seeds could not be expected to reach it (the seeds of a comparison
+    that reaches the verdict on all seeds but not on a half fewer than those that replicate it at its
+    observed effect and spread), else unstable. A comparison both halves reach says nothing of why a half
+    missed: counting its seeds would call a miss for want of seeds where the comparisons that missed had
+    seeds enough."""
     pooled = rule([a.verdict for a in family])
     halves_ = (rule([a.half_verdicts[0] for a in family]), rule([a.half_verdicts[1] for a in family]))
     if pooled not in (HELD, CONTRADICTED) or halves_ == (pooled, pooled):
         return pooled, halves_, pooled
     opposite = CONTRADICTED if pooled == HELD else HELD
+    missed = [a for a in family if a.verdict == pooled and a.half_verdicts != (pooled, pooled)]
     short = any(
-        (needed := _seeds_to_replicate(a)) is None or needed > a.comparison.result.n_seeds for a in family
+        (needed := _seeds_to_replicate(a)) is None or needed > a.comparison.result.n_seeds for a in missed
     )
     return pooled, halves_, UNDERPOWERED if opposite not in halves_ and short else UNSTABLE
 
