@@ -167,6 +167,44 @@ def test_unstable_when_halves_with_seeds_enough_disagree() -> None:
     assert v.status == claims.UNSTABLE and v.seeds_needed == 18 <= len(seeds)
 
 
+# Per-seed differences, seeds 0-7 in order: the 1st, 3rd, ... near 0.5 and the 2nd, 4th, ... near 3.0, each
+# half held on its own; on all 8, +1.76 with sd 1.34, which halves of 4 seeds could not be expected to reach
+# (9 each for 90% power): replicated by luck.
+LUCKY = [0.5, 3.0, 0.6, 3.1, 0.4, 2.9, 0.55, 3.05]
+
+
+def test_too_few_seeds_only_where_a_half_missed() -> None:
+    lucky = diff(LUCKY, 0.2)
+    seeds = [str(s) for s in range(len(SPLIT))]
+    a = {seed: 0.5 + v for seed, v in zip(seeds, SPLIT, strict=True)}
+    split = compare("p=0.4", METRIC, a, dict.fromkeys(seeds, 0.5), ("a", "b"), column=0.4)
+    v = verdict(lucky, split)
+    assert [a.half_verdicts for a in v.assessed] == [
+        (claims.HELD, claims.HELD),
+        (claims.HELD, claims.INCONCLUSIVE),
+    ]
+    assert v.pooled == claims.HELD and v.halves == (claims.HELD, claims.INCONCLUSIVE)
+    # The lucky comparison has fewer seeds than replicate it, but both halves reached it: the miss is the
+    # split one's, whose 20 seeds are more than the 18 it needs. Unstable, not underpowered.
+    result = lucky.result
+    assert 2 * seeds_for(result.effect, result.sd, 0.9) > len(SEEDS)
+    assert v.status == claims.UNSTABLE
+
+
+def test_seeds_to_replicate_a_contradiction_at_the_bar_holm_reached_in_the_halves() -> None:
+    # Two strong holds and a weak contradiction: Holm over 3 rejects all three on the first half and the
+    # two holds on the second (two-sided p-values: a hold's small p is a rejection too), so the second
+    # half's contradiction must clear 0.05 / 2, its last rejection's bar, not 0.05 / 3, its first's.
+    weak = diff(WEAKLY_BELOW, 0.4)
+    v = verdict(diff(HELD_FLAT, 0.2), diff([1.1 * x for x in HELD_FLAT], 0.3), weak)
+    assert v.pooled == claims.CONTRADICTED and v.halves == (claims.CONTRADICTED, claims.INCONCLUSIVE)
+    assert v.assessed[2].half_verdicts == (claims.CONTRADICTED, claims.INCONCLUSIVE)
+    result = weak.result
+    assert v.seeds_needed == 2 * seeds_for(result.effect, result.sd, 0.9, 1 - 0.025) == 34
+    assert 2 * seeds_for(result.effect, result.sd, 0.9, 1 - 0.05 / 3) == 38
+    assert v.status == claims.UNDERPOWERED
+
+
 @pytest.mark.slow
 def test_a_stand_in_neither_holds_nor_contradicts() -> None:
     dml = diff(HELD_FLAT, 0.5, "vs DML")

@@ -24,6 +24,8 @@ from noisydml.report.statistics import (
     interval_kind,
     paired,
     seeds_for,
+    step_down_bar,
+    step_up_bar,
 )
 
 
@@ -238,6 +240,24 @@ PAIRED = [
         ),
     ),
 ]
+
+
+def test_the_bar_a_family_faces_is_its_last_rejections_by_hand():
+    # BH over 5: bars 0.01, 0.02, 0.03, 0.04, 0.05 by rank; 0.008 <= 0.02 is the largest rank under its
+    # bar (0.039 > 0.03, 0.041 > 0.04, 0.6 > 0.05): 2 rejected, and any p up to 2 x 0.05 / 5 joins them.
+    family = [0.001, 0.008, 0.039, 0.041, 0.6]
+    assert sum(p < 0.05 for p in benjamini_hochberg(family)) == 2
+    assert step_up_bar(2, 5) == pytest.approx(0.02)
+    assert sum(p < 0.05 for p in benjamini_hochberg([0.001, 0.008, 0.0199, 0.041, 0.6])) == 3
+    # Nothing rejected: the first rejection's bar, 0.05 / 5.
+    assert sum(p < 0.05 for p in benjamini_hochberg([0.011, 0.5, 0.6, 0.7, 0.8])) == 0
+    assert step_up_bar(0, 5) == pytest.approx(0.01) == step_up_bar(1, 5)
+    # Holm over 5: 0.001 <= 0.05 / 5 and 0.008 <= 0.05 / 4, then 0.039 > 0.05 / 3: 2 rejected, the last at
+    # 0.05 / 4; a p the procedure did not reject joins them at that bar.
+    assert sum(p < 0.05 for p in holm(family)) == 2
+    assert step_down_bar(2, 5) == pytest.approx(0.0125)
+    assert sum(p < 0.05 for p in holm([0.001, 0.008, 0.0124, 0.041, 0.6])) == 3
+    assert step_down_bar(0, 5) == pytest.approx(0.01) == step_down_bar(1, 5)
 
 
 @pytest.mark.parametrize(("p_values", "by_holm", "by_bh"), FAMILIES)

@@ -17,9 +17,10 @@ A verdict must also replicate, as a claim's must (:mod:`noisydml.report.claims.v
 is judged again on each of two disjoint halves of the seeds (``statistics.halves``), each half with its own
 Benjamini-Hochberg adjustment over the report's comparisons. Better or worse stands only when each half
 reaches it too. Where a half does not, the comparison is underpowered when a half's seeds could not be
-expected to reach the verdict (at the observed effect and spread, at Benjamini-Hochberg's strictest bar),
-and says how many seeds would; otherwise it is unstable: the halves disagree with seeds enough, and another
-machine, or another set of seeds, could give another.
+expected to reach the verdict (at the observed effect and spread, at the bar the stricter half's
+Benjamini-Hochberg adjustment reached: ``statistics.step_up_bar``), and says how many seeds would;
+otherwise it is unstable: the halves disagree with seeds enough, and another machine, or another set of
+seeds, could give another.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from noisydml.report.statistics import (
     paired,
     seed_order,
     seeds_for,
+    step_up_bar,
 )
 from noisydml.report.tables import Group, Row, csv_number, format_number, md_cell, pivot
 
@@ -84,8 +86,10 @@ class Comparison:
     # half's Benjamini-Hochberg p over the halves of the report's comparisons.
     halves: tuple[Paired, Paired] | None = None
     halves_p_adjusted: tuple[float, float] = (math.nan, math.nan)
-    # How many comparisons the adjustment was over (``adjust``): a half's bar depends on it.
+    # How many comparisons the adjustment was over (``adjust``), and how many each half's adjustment
+    # rejected: a half's bar depends on both (``statistics.step_up_bar``).
     family: int = 0
+    halves_rejected: tuple[int, int] = (0, 0)
 
     @property
     def pooled(self) -> str:
@@ -126,13 +130,15 @@ class Comparison:
     def seeds_to_replicate(self, family: int | None = None) -> int | None:
         """For a verdict on all the seeds that the halves do not both reach, twice the seeds at which one
         half would reach it with ``HALF_POWER`` at the observed effect and spread (so about 81% that both
-        halves do), tested at Benjamini-Hochberg's strictest bar over the ``family`` of comparisons (ALPHA
-        / family, its first rejection; the family adjusted over when not given): an upper estimate, as a
-        half's bar rises with every other comparison it rejects. None otherwise or out of reach."""
+        halves do), tested at the bar Benjamini-Hochberg set over the ``family`` of comparisons (the family
+        adjusted over when not given) in the half that rejected fewer of them, as both halves must reach it
+        (``step_up_bar``; ALPHA / family is only the first rejection's bar, and a half that rejects most of
+        its family clears a bar many times looser). Still an upper estimate, as a half's bar rises with
+        every other comparison more seeds would let it reject. None otherwise or out of reach."""
         if self.pooled not in (BETTER, WORSE) or self.halves_agree:
             return None
-        family = family or self.family or 1
-        per_half = seeds_for(self.result.effect, self.result.sd, HALF_POWER, 1 - ALPHA / family)
+        bar = step_up_bar(min(self.halves_rejected), family or self.family or 1)
+        per_half = seeds_for(self.result.effect, self.result.sd, HALF_POWER, 1 - bar)
         return None if per_half is None else 2 * per_half
 
     @property
@@ -174,14 +180,17 @@ def _judge(result: Paired | None, p_adjusted: float) -> str:
 
 def adjust(comparisons: list[Comparison]) -> list[Comparison]:
     """Each comparison with its Benjamini-Hochberg p over those of the list that have a result, on all the
-    seeds and on each half (each half a family of its own)."""
+    seeds and on each half (each half a family of its own), and how many each half rejects."""
     tested = [i for i, c in enumerate(comparisons) if c.result is not None]
     adjusted = benjamini_hochberg([comparisons[i].result.p_value for i in tested])
     by_half = [benjamini_hochberg([comparisons[i].halves[half].p_value for i in tested]) for half in (0, 1)]
+    rejected = (sum(p < ALPHA for p in by_half[0]), sum(p < ALPHA for p in by_half[1]))
     found = list(comparisons)
     for position, (i, p) in enumerate(zip(tested, adjusted, strict=True)):
         halves_p = (by_half[0][position], by_half[1][position])
-        found[i] = replace(found[i], p_adjusted=p, halves_p_adjusted=halves_p, family=len(tested))
+        found[i] = replace(
+            found[i], p_adjusted=p, halves_p_adjusted=halves_p, family=len(tested), halves_rejected=rejected
+        )
     return found
 
 

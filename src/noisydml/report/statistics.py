@@ -278,6 +278,33 @@ def _adjust(p_values: list[float], method: str) -> list[float]:
     return [math.nan if math.isnan(p) else float(a) for p, a in zip(p_values, adjusted, strict=True)]
 
 
+def step_up_bar(rejected: int, family: int) -> float:
+    """The p-value below which Benjamini and Hochberg's step-up procedure rejects in a family of ``family``
+    tests where it rejected ``rejected``: ``rejected x ALPHA / family``, ``ALPHA / family`` when it
+    rejected none.
+
+    The procedure rejects the k smallest p-values for the largest k with p_(k) <= k x ALPHA / family
+    (Benjamini & Hochberg 1995, JRSS B 57(1):289-300, section 3). Given the family's other p-values, any p
+    at or below k x ALPHA / family is rejected, whether or not it is among the k: that is the bar a test of
+    the family faces, and ALPHA / family, the strictest, is only the first rejection's. For a test outside
+    the k the exact bar is one step looser, (k + 1) x ALPHA / family, so seeds sized at this bar err by a
+    step towards too many, never too few. Where nothing is rejected the first rejection needs
+    p_(1) <= ALPHA / family, the same bar."""
+    return ALPHA * max(rejected, 1) / family
+
+
+def step_down_bar(rejected: int, family: int) -> float:
+    """The p-value below which Holm's step-down procedure rejects in a family of ``family`` tests where it
+    rejected ``rejected``: ``ALPHA / (family - rejected + 1)``, the bar of its last rejection,
+    ``ALPHA / family`` when it rejected none.
+
+    The procedure rejects p_(1), p_(2), ... while p_(i) <= ALPHA / (family - i + 1) (Holm 1979, Scand. J.
+    Statist. 6(2):65-70). Given the family's other p-values, a test it did not reject would be rejected at
+    or below the last rejection's bar; its exact bar is one step looser, ALPHA / (family - rejected), so,
+    as for ``step_up_bar``, seeds sized at this bar err by a step towards too many."""
+    return ALPHA / (family - max(rejected, 1) + 1)
+
+
 def holm(p_values: list[float]) -> list[float]:
     """Holm's step-down adjustment of a family of p-values: rejecting where the adjusted p is below
     ``ALPHA`` keeps the chance of any false rejection in the family at ``ALPHA`` (family-wise error

@@ -55,6 +55,7 @@ from noisydml.report.statistics import (
     paired,
     seed_order,
     seeds_for,
+    step_down_bar,
 )
 from noisydml.report.tables import Group, Row, Table
 
@@ -71,7 +72,8 @@ class Assessed:
     """One comparison as the claim's verdict used it: its Holm-adjusted p within its family (the claim's
     comparisons in the experiment, the paper's and the extensions together), the family's size, and its
     verdict on all seeds and on each half after that adjustment; ``STAND_IN`` for a comparison against a
-    stand-in."""
+    stand-in. ``halves_rejected``: how many of the family each half's Holm adjustment rejects, which sets
+    the bar a half's contradiction must clear (``statistics.step_down_bar``)."""
 
     comparison: Comparison
     extension: str
@@ -79,6 +81,7 @@ class Assessed:
     family: int
     verdict: str
     half_verdicts: tuple[str, str]
+    halves_rejected: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -138,10 +141,13 @@ class Verdict:
 
 
 def _seeds_to_replicate(assessed: Assessed) -> int | None:
-    """Seeds at which each half reaches the comparison's verdict with ``HALF_POWER``: a contradiction at
-    Holm's strictest level (alpha / family), a hold at the interval's."""
+    """Seeds at which each half reaches the comparison's verdict with ``HALF_POWER``: a hold at the
+    interval's level, a contradiction at the bar Holm set in the half that rejected fewer of the family
+    (``step_down_bar``; alpha / family is only its first rejection's bar)."""
     result = assessed.comparison.result
-    confidence = 1 - ALPHA / assessed.family if assessed.verdict == CONTRADICTED else 1 - ALPHA
+    confidence = 1 - ALPHA
+    if assessed.verdict == CONTRADICTED:
+        confidence = 1 - step_down_bar(min(assessed.halves_rejected), assessed.family)
     per_half = seeds_for(result.effect - assessed.comparison.against, result.sd, HALF_POWER, confidence)
     return None if per_half is None else 2 * per_half
 
@@ -234,6 +240,7 @@ def _family(comparisons: list[Comparison], extensions: list[str]) -> list[Assess
         return []
     views = (None, 0, 1)
     adjusted = {view: holm([c.p_contradicts(view) for c in comparisons]) for view in views}
+    rejected = (sum(p < ALPHA for p in adjusted[0]), sum(p < ALPHA for p in adjusted[1]))
     found = []
     for i, c in enumerate(comparisons):
         verdicts = []
@@ -243,7 +250,13 @@ def _family(comparisons: list[Comparison], extensions: list[str]) -> list[Assess
             verdicts.append(INCONCLUSIVE if raw == CONTRADICTED and not p < ALPHA else raw)
         found.append(
             Assessed(
-                c, extensions[i], adjusted[None][i], len(comparisons), verdicts[0], (verdicts[1], verdicts[2])
+                c,
+                extensions[i],
+                adjusted[None][i],
+                len(comparisons),
+                verdicts[0],
+                (verdicts[1], verdicts[2]),
+                rejected,
             )
         )
     return found
@@ -252,15 +265,19 @@ def _family(comparisons: list[Comparison], extensions: list[str]) -> list[Assess
 def _decide(family: list[Assessed], rule: Callable[[list[str]], str]) -> tuple[str, tuple[str, str], str]:
     """(verdict on all seeds, on each half, the verdict that stands): held or contradicted stands only
     when each half reaches it too. Where a half does not, the claim is underpowered when no half reaches
-    the opposite verdict and a half's seeds could not be expected to reach it (a comparison's seeds fewer
-    than those that replicate it at its observed effect and spread), else unstable."""
+    the opposite verdict and a half's seeds could not be expected to reach it (the seeds of a comparison
+    that reaches the verdict on all seeds but not on a half fewer than those that replicate it at its
+    observed effect and spread), else unstable. A comparison both halves reach says nothing of why a half
+    missed: counting its seeds would call a miss for want of seeds where the comparisons that missed had
+    seeds enough."""
     pooled = rule([a.verdict for a in family])
     halves_ = (rule([a.half_verdicts[0] for a in family]), rule([a.half_verdicts[1] for a in family]))
     if pooled not in (HELD, CONTRADICTED) or halves_ == (pooled, pooled):
         return pooled, halves_, pooled
     opposite = CONTRADICTED if pooled == HELD else HELD
+    missed = [a for a in family if a.verdict == pooled and a.half_verdicts != (pooled, pooled)]
     short = any(
-        (needed := _seeds_to_replicate(a)) is None or needed > a.comparison.result.n_seeds for a in family
+        (needed := _seeds_to_replicate(a)) is None or needed > a.comparison.result.n_seeds for a in missed
     )
     return pooled, halves_, UNDERPOWERED if opposite not in halves_ and short else UNSTABLE
 
