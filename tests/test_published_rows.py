@@ -165,27 +165,34 @@ def test_every_published_row_is_matched_by_an_experiment_or_says_why_not(paper: 
     assert not unmatched, f"{len(unmatched)} of {paper}'s rows no experiment runs:\n" + "\n".join(unmatched)
 
 
-def write_levi_runs(root: Path) -> None:
-    """Levi et al.'s Table 2 (CUB) triplet + semi-hard, two seeds, as Roth et al.'s framework is run: the
-    last epoch (test/) at 50%, the best test epoch (test_best_epoch/) at 60%."""
+def write_levi_runs(
+    root: Path,
+    experiment: str = "levi2021/table2_cub",
+    dataset: str = "cub",
+    metrics: dict[str, float] | None = None,
+    method: str = "Triplet + semi-hard",
+) -> None:
+    """Levi et al.'s runs of one method, two seeds, as Roth et al.'s framework is run; by default its
+    Table 2's triplet + semi-hard (CUB): the last epoch (test/) at 50%, the best test epoch
+    (test_best_epoch/) at 60%."""
     for seed in (0, 1):
         run = root / f"seed{seed}"
         (run / ".hydra").mkdir(parents=True)
         config = {
             "name": "levi",
             "seed": seed,
-            "report": {"figure": "levi2021/table2_cub", "method": "Triplet + semi-hard"},
-            "dataset": {"name": "cub"},
+            "report": {"figure": experiment, "method": method, "dataset": dataset},
+            "dataset": {"name": dataset.partition("_")[0]},
             "backbone": {"embedding_size": 128},
             "noise": {"_target_": "noisydml.noise.NoNoise"},
         }
-        choices = {"loss": "triplet", "miner": "random_positive", "experiment": "levi2021/table2_cub"}
+        choices = {"loss": "triplet", "miner": "random_positive", "experiment": experiment}
         (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={seed}"]))
         (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
         (run / ".hydra" / "hydra.yaml").write_text(
             yaml.safe_dump({"hydra": {"runtime": {"choices": choices}}})
         )
-        metrics = {"test/recall@1": 0.50, "test_best_epoch/recall@1": 0.60}
+        metrics = metrics or {"test/recall@1": 0.50, "test_best_epoch/recall@1": 0.60}
         results = {"status": "complete", "metrics": metrics, "config": config, "seed": seed}
         (run / "results.json").write_text(json.dumps(results))
 
@@ -203,3 +210,29 @@ def test_levis_numbers_sit_beside_the_best_test_epoch_its_framework_reports(tmp_
     assert "paper 61.50, Δ −1.50" in text
     assert "The paper's numbers beside its checkpoint: the best test epoch (test_best_epoch/)." in text
     assert "The paper's numbers are beside test_best_epoch/recall@1, its checkpoint" in text
+
+
+def test_levis_training_set_table_says_its_checkpoint_is_not_the_test_tables(tmp_path: Path) -> None:
+    # Tables 3 and 4 score the same models (Sec. 5.2.6), but the runs score the training images only with
+    # the last epoch's weights while Table 3's numbers sit beside the best test epoch: each table says so.
+    metrics = {"test/recall@1": 0.50, "test_best_epoch/recall@1": 0.60, "test_train/recall@1": 0.70}
+    write_levi_runs(tmp_path / "runs", "levi2021/table3_omniglot", "omniglot_letters", metrics)
+    (group,) = group_runs(collect([tmp_path / "runs"]))
+    sections = metric_tables(pivot(group), PUBLISHED).split("### ")
+    train = next(s for s in sections if s.startswith("test_train/recall@1"))
+    best = next(s for s in sections if s.startswith("test_best_epoch/recall@1"))
+    # Table 4, letters, triplet + semi-hard: R@1 70.3; Table 3: 49.4.
+    assert "paper 70.30" in train and "paper 49.40" in best
+    assert (
+        "The paper's other numbers from these runs sit beside other weights: test_best_epoch/ at the best "
+        "test epoch." in train
+    )
+    assert "sit beside other weights: test_train/ at the selected checkpoint, the last epoch" in best
+    # Table 1's test and training digits share the last epoch: nothing to say.
+    metrics = {"test/recall@1": 0.40, "test_best_epoch/recall@1": 0.45, "test_train/recall@1": 0.50}
+    write_levi_runs(
+        tmp_path / "even_odd", "levi2021/table1_mnist_even_odd", "mnist_even_odd", metrics, "Triplet"
+    )
+    (group,) = group_runs(collect([tmp_path / "even_odd"]))
+    text = metric_tables(pivot(group), PUBLISHED)
+    assert "paper 42.00" in text and "paper 35.20" in text and "other weights" not in text

@@ -319,7 +319,8 @@ CHECKPOINTS = {
     "test": "the selected checkpoint, the last epoch without a validation split",
     "test_last": "the last epoch",
     "test_best_epoch": "the best test epoch",
-    "test_train": "the training images, scored at the end",
+    "test_train": "the training images, scored with test/'s weights, the last epoch's without a validation "
+    "split",
 }
 
 
@@ -331,13 +332,30 @@ def _has_published(table: Table, metric: str, published: list[Published]) -> boo
     )
 
 
+def _weights(stage: str) -> str:
+    """The stage whose weights scored ``stage``: the training images are scored with the tested ones."""
+    return stage.removesuffix("_train")
+
+
 def checkpoint_note(table: Table, metric: str, published: list[Published]) -> str:
     """Which checkpoint the paper's numbers are set beside: this table's, when the published rows name its
     metric (the paper's checkpoint, :mod:`noisydml.report.published`), or the table of the same score at
-    the paper's checkpoint; ``""`` when the paper prints no number of this score."""
+    the paper's checkpoint; ``""`` when the paper prints no number of this score. Where the paper's other
+    numbers from these runs sit beside other weights, the note says so: a paper that scored one model for
+    both (Levi et al.'s Tables 3 and 4) is set beside two of ours."""
     stage, _, name = metric.partition("/")
     if _has_published(table, metric, published):
-        return f"The paper's numbers beside its checkpoint: {CHECKPOINTS.get(stage, stage)} ({stage}/)."
+        note = f"The paper's numbers beside its checkpoint: {CHECKPOINTS.get(stage, stage)} ({stage}/)."
+        others = dict.fromkeys(
+            where
+            for other in table.metrics
+            if _weights(where := other.partition("/")[0]) != _weights(stage)
+            and _has_published(table, other, published)
+        )
+        if others:
+            beside = "; ".join(f"{where}/ at {CHECKPOINTS.get(_weights(where), where)}" for where in others)
+            note += f" The paper's other numbers from these runs sit beside other weights: {beside}."
+        return note
     for other in table.metrics:
         if other != metric and other.partition("/")[2] == name and _has_published(table, other, published):
             where = other.partition("/")[0]
