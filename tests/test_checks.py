@@ -20,9 +20,9 @@ from noisydml.miners import EasyPositiveMiner, RandomSemihardMiner
 from noisydml.noise.models import UniformNoise
 from noisydml.noise.small_cluster import SmallClusterNoise
 from noisydml.run.checks.classes import ORDERS, RANGES, _declared
+from noisydml.run.checks.config import check_config
 from noisydml.run.checks.keys import KEYS
 from noisydml.run.checks.walk import target_nodes
-from noisydml.run.preflight import check_config
 from noisydml.run.train import train
 from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
@@ -49,6 +49,17 @@ def _config_walkers() -> list[str]:
 
 def test_one_walk_of_the_config():
     assert _config_walkers() == ["run/checks/walk.py:target_nodes"]
+
+
+def test_every_check_of_a_run_is_in_the_room():
+    # ARCHITECTURE.md: every rule a run's input obeys is in run/checks/.
+    outside = [
+        f"{module.name}:{node.name}"
+        for module in sorted((PACKAGE / "run").glob("*.py"))
+        for node in ast.walk(ast.parse(module.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name.lstrip("_").startswith("check")
+    ]
+    assert outside == []
 
 
 def test_the_class_tables_hold_only_library_classes():

@@ -98,6 +98,57 @@ def test_an_experiment_runs_its_sweep_and_relabelled_departures(compose_choices,
     check_identity(*compose_choices(*overrides))
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        # A swept key takes its sweep's values: another method, noise model, rate or seed is another run.
+        (
+            ["method=zhang2023/rdml"],
+            r"sweeps method over le2019/triplet_random_semihard,.* but method=zhang2023/rdml",
+        ),
+        (["noise=nearest_class"], r"sweeps noise over uniform,topline, but noise=nearest_class was given"),
+        (["noise.rate=0.5"], r"sweeps noise.rate over 0,0.2,0.4,0.6, but noise.rate=0.5 was given"),
+        (["seed=999"], r"sweeps seed over 0,1,.*,11, but seed=999 was given"),
+        # The method's settings and backbone, the labels it trains on, the report's labels: its identity.
+        (["loss.margin=0.5"], r"is loss.margin=0.2, but loss.margin=0.5 was given"),
+        (["backbone.embedding_size=16"], r"is backbone.embedding_size=32, but backbone.embedding_size=16"),
+        (["data.unlabeled_fraction=0.5"], r"is data.unlabeled_fraction=0.0, but data.unlabeled_fraction=0.5"),
+        (["report.method=mine"], r"is report.method=Triplet \+ random semi-hard, but report.method=mine"),
+        (
+            ["+data.filter={_target_: noisydml.data.knn_filter.KnnLabelFilter}"],
+            r"is data.filter=null, but data.filter={_target_: noisydml.data.knn_filter.KnnLabelFilter}",
+        ),
+    ],
+)
+def test_a_value_the_experiment_does_not_define_is_another_run(compose_choices, overrides, message):
+    cfg, choices = compose_choices("experiment=digits/le2019_noise", *overrides)
+    with pytest.raises(
+        BadInput, match=rf"^experiment=digits/le2019_noise {message}.* name=<name> report.figure="
+    ):
+        check_identity(cfg, choices)
+
+
+def test_the_values_an_experiment_tunes_are_its_own(compose_choices):
+    # digits/zhang2023_noise tunes BSPML's age_max at noise.rate=0.2, seed 0 (its tune.at and tune.space).
+    cfg, choices = compose_choices(
+        "experiment=digits/zhang2023_noise",
+        "method=zhang2023/bspml",
+        "loss.age_max=3",
+        "noise.rate=0.2",
+        "seed=0",
+    )
+    check_identity(cfg, choices)
+    # A key its study does not search is the method's as the file sets it.
+    cfg, choices = compose_choices(
+        "experiment=digits/zhang2023_noise",
+        "method=zhang2023/bspml",
+        "loss.age_max=3",
+        "backbone.embedding_size=16",
+    )
+    with pytest.raises(BadInput, match=r"but backbone.embedding_size=16 was given"):
+        check_identity(cfg, choices)
+
+
 def test_a_departure_with_only_a_new_name_is_still_filed_under_the_experiment(compose_choices):
     cfg, choices = compose_choices("experiment=digits/le2019_noise", "dataset=mnist5k", "name=mine")
     with pytest.raises(BadInput, match=r"is dataset=digits, but dataset=mnist5k was given"):
@@ -164,3 +215,86 @@ def test_a_run_its_clock_cut_short_is_recorded_stopped_not_finished(compose_conf
     assert results["reason"].startswith("trainer.max_time=00:00:00:02 stopped training after ")
     assert "of trainer.max_epochs=1000 epochs" in results["reason"]
     assert read_run(Path(cfg.paths.output_dir)).status != COMPLETE
+
+
+def test_a_writer_whose_name_leads_out_of_the_run_is_refused_before_it_writes(compose_config, tmp_path):
+    cfg = compose_config("logger=csv", "logger.csv.name=../../escape")
+    with pytest.raises(
+        BadInput, match=r"^logger.csv \(ResumableCSVLogger\) would write .*escape, outside the run"
+    ):
+        train(cfg)
+    assert not (Path(cfg.paths.output_dir).parents[1] / "escape").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["name=../../.."], "name=../../.. leads out of outputs/runs/"),
+        (["-m", "seed=0", "hydra.sweep.dir={finished}"], "hydra.sweep.dir={finished} is a run's folder"),
+    ],
+)
+def test_a_run_or_sweep_that_would_land_over_other_runs_is_refused_before_hydra_writes(
+    tmp_path, arguments, message
+):
+    finished = tmp_path / "finished"
+    (finished / ".hydra").mkdir(parents=True)
+    (finished / "results.json").write_text(json.dumps({"status": "finished"}))
+    exe = Path(sys.executable).with_name("noisydml")
+    given = [a.replace("{finished}", str(finished)) for a in arguments]
+    out = subprocess.run([str(exe), *given], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and out.stderr.startswith(message.replace("{finished}", str(finished)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["finished"]
+    assert sorted(p.name for p in finished.iterdir()) == [".hydra", "results.json"]
+
+
+def test_a_sweep_job_folder_outside_its_sweep_is_refused(tmp_path):
+    exe = Path(sys.executable).with_name("noisydml")
+    sweep = tmp_path / "sweep"
+    arguments = [
+        "-m",
+        "seed=0",
+        "trainer.max_epochs=1",
+        f"hydra.sweep.dir={sweep}",
+        "hydra.sweep.subdir=../x",
+    ]
+    out = subprocess.run([str(exe), *arguments], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    assert f"hydra.sweep.subdir puts this job in {tmp_path / 'x'}, outside its sweep's folder" in out.stderr
+    assert not (tmp_path / "x" / "results.json").exists()
+
+
+def test_a_shared_cache_inside_a_run_is_refused(compose_config, tmp_path):
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    (finished / "results.json").write_text(json.dumps({"status": "finished"}))
+    cfg = compose_config("noise=instance_dependent", f"noise.cache_dir={finished}/cache")
+    with pytest.raises(
+        BadInput, match=rf"^noise.cache_dir={finished}/cache is inside the run folder {finished}"
+    ):
+        train(cfg)
+    assert sorted(p.name for p in finished.iterdir()) == ["results.json"]
+
+
+def test_a_report_or_dashboard_store_inside_a_run_is_refused(tmp_path):
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    (finished / "results.json").write_text(json.dumps({"status": "finished"}))
+    report = Path(sys.executable).with_name("noisydml-report")
+    out = subprocess.run(
+        [str(report), str(tmp_path), "--out", str(finished / "r")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode != 0 and f"--out {finished / 'r'} is inside the run folder {finished}" in out.stderr
+    dashboard = Path(sys.executable).with_name("noisydml-dashboard")
+    out = subprocess.run(
+        [str(dashboard), str(tmp_path), "--store", str(finished / "s")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        out.returncode != 0 and f"--store {finished / 's'} is inside the run folder {finished}" in out.stderr
+    )
+    assert sorted(p.name for p in finished.iterdir()) == ["results.json"]

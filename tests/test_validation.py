@@ -137,14 +137,14 @@ def logged_validations(run_dir: Path) -> dict[int, dict[str, float]]:
 
 @pytest.mark.slow
 def test_selection_on_val_restores_the_selected_epoch_for_the_test_split(compose_config):
-    """Selecting the *lowest* val/recall@1 picks an early epoch of a run that improves, so the selected
-    epoch is not the last; the test split scored with the restored checkpoint must then equal the test
-    split scored at that epoch during training (data.test_at_validation), not the last epoch's."""
+    """A learning rate too high for the model makes its first epoch its best, so the selected epoch is not
+    the last; the test split scored with the restored checkpoint must then equal the test split scored at
+    that epoch during training (data.test_at_validation), not the last epoch's."""
     cfg = compose_config(
         "trainer.max_epochs=4",
         "trainer.check_val_every_n_epoch=1",
         "data.test_at_validation=true",
-        "callbacks.select.mode=min",
+        "optimizer.lr=0.05",
     )
     metrics = train(cfg)
     run_dir = Path(cfg.paths.output_dir)
@@ -152,16 +152,16 @@ def test_selection_on_val_restores_the_selected_epoch_for_the_test_split(compose
     selection = json.loads((run_dir / "results.json").read_text())["selection"]
 
     assert sorted(logged) == [0, 1, 2, 3]
-    worst = min(logged, key=lambda epoch: (logged[epoch]["val/recall@1"], epoch))
-    assert selection["epoch"] == worst and selection["last_epoch"] == 3
-    assert worst != 3, "the construction needs a run whose last epoch is not its worst"
-    assert metrics["selected_val/recall@1"] == pytest.approx(logged[worst]["val/recall@1"])
+    best = max(logged, key=lambda epoch: (logged[epoch]["val/recall@1"], -epoch))
+    assert selection["epoch"] == best and selection["last_epoch"] == 3
+    assert best != 3, "the construction needs a run whose last epoch is not its best"
+    assert metrics["selected_val/recall@1"] == pytest.approx(logged[best]["val/recall@1"])
     for name in ("recall@1", "map@r", "nmi"):
-        assert metrics[f"test/{name}"] == pytest.approx(logged[worst][f"test_epoch/{name}"], abs=1e-6)
+        assert metrics[f"test/{name}"] == pytest.approx(logged[best][f"test_epoch/{name}"], abs=1e-6)
         assert metrics[f"test_last/{name}"] == pytest.approx(logged[3][f"test_epoch/{name}"], abs=1e-6)
     assert metrics["test/recall@1"] != metrics["test_last/recall@1"]
     # What selecting on the test split would have reported, beside ours.
-    best_test = min(logged, key=lambda epoch: (logged[epoch]["test_epoch/recall@1"], epoch))
+    best_test = max(logged, key=lambda epoch: (logged[epoch]["test_epoch/recall@1"], -epoch))
     assert selection["test_best_epoch"] == best_test
     assert metrics["test_best_epoch/recall@1"] == pytest.approx(logged[best_test]["test_epoch/recall@1"])
 
@@ -170,11 +170,13 @@ def test_selection_on_val_restores_the_selected_epoch_for_the_test_split(compose
 def test_early_stopping_watches_a_validation_metric(compose_config):
     early_stop = (
         "callbacks.early_stop={_target_: pytorch_lightning.callbacks.EarlyStopping, "
-        "monitor: val/recall@1, mode: min, patience: 1}"
+        "monitor: val/recall@1, mode: max, patience: 1}"
     )
-    cfg = compose_config("trainer.max_epochs=8", "trainer.check_val_every_n_epoch=1", early_stop)
+    cfg = compose_config(
+        "trainer.max_epochs=8", "trainer.check_val_every_n_epoch=1", "optimizer.lr=0.05", early_stop
+    )
     train(cfg)
-    # Minimising a metric that rises, it stops one validation after the first that does not improve.
+    # A learning rate too high for the model: it stops one validation after the first that does not improve.
     epochs = sorted(logged_validations(Path(cfg.paths.output_dir)))
     assert len(epochs) < 8
 

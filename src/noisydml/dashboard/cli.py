@@ -24,6 +24,7 @@ from pathlib import Path
 
 from noisydml.utils.checks import check_writable
 from noisydml.utils.errors import BadInput
+from noisydml.utils.run_directory import run_holding
 
 LOOPBACK = "127.0.0.1"
 MAX_PORT = 65535
@@ -82,6 +83,11 @@ def main(argv: list[str] | None = None) -> None:
         )
     if args.store is not None:
         try:
+            if (run := run_holding(args.store)) is not None:
+                raise BadInput(
+                    f"--store {args.store} is inside the run folder {run}, which the dashboard never writes "
+                    "into; give a folder outside every run"
+                )
             check_writable(args.store, "--store", "--store <a folder of yours>")
         except BadInput as error:
             sys.exit(f"noisydml-dashboard: {error}")

@@ -45,6 +45,7 @@ from noisydml.report.tables import (
     write_runs_csv,
 )
 from noisydml.utils.checks import check_writable
+from noisydml.utils.run_directory import run_holding
 
 LEGEND = (
     "Cells: mean ± half the 95% confidence interval over seeds (Student's t; n = complete runs with the "
@@ -219,6 +220,11 @@ def check_report_arguments(args: argparse.Namespace) -> None:
             "without slashes, e.g. --name my_sweep"
         )
     check_writable(args.out, "--out", "--out <a folder you can write>", keep=False)
+    if (run := run_holding(args.out)) is not None:
+        raise ValueError(
+            f"--out {args.out} is inside the run folder {run}, which a report never writes into; give a "
+            "folder outside every run, e.g. --out outputs/reports"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

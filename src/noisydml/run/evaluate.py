@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from noisydml.run.cli import check_arguments, quoted, run_hydra, stored_overrides
+from noisydml.run.checks.arguments import check_arguments
+from noisydml.run.cli import quoted, run_hydra, stored_overrides
 from noisydml.utils.errors import BadInput
 from noisydml.utils.run_directory import CHECKPOINTS, RunDir
 

@@ -28,21 +28,18 @@ from omegaconf import DictConfig
 from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.wandb_mode import choose_wandb_mode, logs_to_wandb
-from noisydml.run.checks.classes import check_built, check_classes
-from noisydml.run.checks.folders import check_written_folders
-from noisydml.run.checks.identity import check_identity, check_method
-from noisydml.run.checks.keys import check_keys
+from noisydml.run.checks.config import check_config
+from noisydml.run.checks.folders import check_caches, check_written_folders
 from noisydml.run.checks.library import (
     check_hardware,
     check_lengths,
     check_metric_sizes,
+    check_one_batch,
     check_optimization,
     check_precision,
     check_trainer,
-    first_batch,
 )
 from noisydml.run.checks.outcome import check_metrics, check_selection, check_trains
-from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir
 
@@ -57,21 +54,13 @@ class Prepared:
     model: EmbeddingModule
 
 
-def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
-    """Refuse the first bad key of the composed config, before anything is built."""
-    check_keys(cfg)
-    check_classes(cfg)
-    check_built(cfg)
-    check_method(choices)
-    check_identity(cfg, choices)
-
-
 def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     """Check and build everything training needs, refusing bad input before the first step."""
     check_config(cfg, choices)
     check_hardware(cfg)
     trainer = check_trainer(cfg)
     check_written_folders(cfg, run.path)
+    check_caches(cfg)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
     if logs_to_wandb(cfg.logger):
         choose_wandb_mode()
@@ -110,44 +99,3 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     check_one_batch(model, datamodule, choices)
     check_precision(cfg, trainer, model, datamodule)
     return Prepared(checkpoint, datamodule, model)
-
-
-def check_one_batch(model: EmbeddingModule, datamodule: Any, choices: dict[str, str]) -> None:
-    """One batch of K samples of P classes through the backbone, then through the training step's hook
-    sequence (:meth:`EmbeddingModule.dry_run_step`), without changing what training then draws or learns."""
-    x, y, indices = first_batch(datamodule)
-    if torch.is_floating_point(x) and not torch.isfinite(x).all():
-        bad = indices[~torch.isfinite(x.flatten(1)).all(1)].tolist()
-        raise BadInput(
-            f"dataset={choices.get('dataset', '?')}: training samples {bad[:5]} hold NaN or infinite values; "
-            "fix or drop them in the data (a NaN input makes the loss NaN)"
-        )
-    backbone, loss, miner = (choices.get(k, "?") for k in ("backbone", "loss", "miner"))
-    _check_backbone(model, x, backbone)
-    try:
-        value = model.dry_run_step((x, y, indices), datamodule.training_set())
-    except Exception as error:
-        raise BadInput(
-            f"loss={loss} with miner={miner} fails on the first batch: {str(error).splitlines()[0]}"
-        ) from error
-    if not torch.isfinite(value):
-        raise BadInput(
-            f"loss={loss} is {value.item()} on the first batch; check the data and the loss's keys"
-        )
-
-
-def _check_backbone(model: EmbeddingModule, x: torch.Tensor, backbone: str) -> None:
-    """The backbone takes the data's inputs and gives finite embeddings (eval mode, no gradient)."""
-    try:
-        with model.unchanged():
-            embeddings = model(x)
-    except RuntimeError as error:
-        raise BadInput(
-            f"backbone={backbone} cannot take the data's inputs of shape {tuple(x.shape[1:])} "
-            f"({str(error).splitlines()[0]}); choose a backbone for this data set or set its input "
-            "size (e.g. backbone.trunk.in_features)"
-        ) from error
-    if not torch.isfinite(embeddings).all():
-        raise BadInput(
-            f"backbone={backbone} gives NaN or infinite embeddings on the first batch; check the data"
-        )

@@ -1,5 +1,5 @@
 """What a sweep stopped partway (Ctrl-C, SIGTERM, a failed job) has done, and the one command that
-continues it; a search's arguments (:func:`check_search_arguments`), checked before it starts.
+continues it.
 
 A Hydra callback (``conf/hydra/default.yaml``) notes the sweep's jobs as it starts, with the sweeper's
 own expansion of the overrides (:meth:`NoisydmlSweeper.expand`, Hydra's basic sweep), and each job as it
@@ -22,7 +22,6 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import PRODUCT_SWEEPERS, NoisydmlSweeper
-from noisydml.utils.errors import BadInput
 from noisydml.utils.run_directory import FAILED, FINISHED, LEGACY_FINISHED, RunDir
 
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
@@ -107,32 +106,3 @@ def continue_command(argv: list[str], folder: Path) -> str:
         # Hydra's grammar reads a quoted value as it is.
         path = "'" + path.replace("\\", "\\\\").replace("'", "\\'") + "'"
     return shlex.join(["noisydml", *kept, f"hydra.sweep.dir={path}"])
-
-
-SWEEP_FLAGS = ("-m", "--multirun")
-DIRECTIONS = ("maximize", "minimize")
-
-
-def check_search_arguments(argv: list[str]) -> None:
-    """A search (``hparams_search=``, an Optuna study of many runs) is a sweep: without ``-m`` Hydra would
-    run one job of the defaults and report it as if searched; its budget and direction are checked before
-    the first trial."""
-    values = {a.split("=", 1)[0].lstrip("+~"): a.split("=", 1)[1] for a in argv if "=" in a}
-    search = values.get("hparams_search")
-    if search not in (None, "null") and not any(a in SWEEP_FLAGS for a in argv):
-        raise BadInput(
-            f"hparams_search={search} is a search, a study of many runs: run it as a sweep with -m, e.g. "
-            f"noisydml -m hparams_search={search}"
-        )
-    trials = values.get("hydra.sweeper.n_trials")
-    if trials is not None and not (trials.isdigit() and int(trials) >= 1):
-        raise BadInput(
-            f"hydra.sweeper.n_trials={trials} is not a number of trials; give one >= 1, e.g. "
-            "hydra.sweeper.n_trials=12"
-        )
-    direction = values.get("hydra.sweeper.direction")
-    if direction is not None and direction not in DIRECTIONS:
-        raise BadInput(
-            f"hydra.sweeper.direction={direction} is not an option; use one of: {', '.join(DIRECTIONS)} "
-            "(the validation metric is a score: maximize)"
-        )

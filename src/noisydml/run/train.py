@@ -11,10 +11,12 @@ import signal
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
@@ -29,7 +31,7 @@ from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_
 from noisydml.loggers.resumable_csv import ResumableCSVLogger, keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
-from noisydml.run.checks.folders import check_output_dir, check_run_directory, check_run_folder
+from noisydml.run.checks.folders import check_output_dir, check_run_directory, check_run_folder, check_writers
 from noisydml.run.checks.outcome import result_status
 from noisydml.run.numerics import numerics_record
 from noisydml.run.preflight import prepare
@@ -54,10 +56,15 @@ def train(cfg: DictConfig) -> dict[str, float]:
         # Rank 0 holds the folder for the processes of its run.
         return _train_in(cfg, run)
     # Nothing, not even the lock, is written into a folder before it is known to lie in no other run's.
-    check_run_folder(run)
+    sweep = HydraConfig.get().sweep.dir if HydraConfig.initialized() and _multirun() else None
+    check_run_folder(run, None if sweep is None else Path(sweep))
     check_output_dir(run.path)
     with run_lock(run):
         return _train_in(cfg, run)
+
+
+def _multirun() -> bool:
+    return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def _train_in(cfg: DictConfig, run: RunDir) -> dict[str, float]:
@@ -250,8 +257,12 @@ def _build(
         history = keep_rows_before(run.metrics_csv, _global_step(checkpoint))
     # A resumed run continues its W&B run (WandbLogger resumes an id it is given).
     wandb_id = {"id": run.wandb_id()} if checkpoint is not None and run.wandb_id() else {}
-    chosen = (cfg.logger or {}).values()
-    loggers = [instantiate(logger, **(wandb_id if "id" in logger else {})) for logger in chosen]
+    chosen = {f"logger.{name}": node for name, node in (cfg.logger or {}).items() if node is not None}
+    loggers = [instantiate(node, **(wandb_id if "id" in node else {})) for node in chosen.values()]
+    given = {f"callbacks.{name}": node for name, node in cfg.callbacks.items() if node is not None}
+    callbacks = [instantiate(node) for node in given.values()]
+    # Before a logger writes anything (TensorBoard's hyperparameters are written at once).
+    check_writers(dict(zip([*chosen, *given], [*loggers, *callbacks], strict=True)), run.path)
     if not any(isinstance(logger, CSVLogger) for logger in loggers):
         # Every run writes its history whatever its loggers: noisydml-dashboard and the report read it.
         loggers.append(ResumableCSVLogger(save_dir=run.path, name=run.csv_dir.name, version=""))
@@ -260,7 +271,6 @@ def _build(
         if isinstance(logger, ResumableWandbLogger):
             # What W&B lost of the run before its checkpoint (a kill cuts its buffered steps), from the CSV.
             logger.log_rows(history)
-    callbacks = [instantiate(callback) for callback in cfg.callbacks.values() if callback is not None]
     callbacks = [
         *watched_callbacks(callbacks, datamodule.validation_stages),
         ValidateLastEpoch(),

@@ -198,3 +198,15 @@ class RunDir:
         with atomic_write(self.traceback) as f:
             f.write(text)
         return self.traceback
+
+
+def is_run(path: Path) -> bool:
+    """``path`` holds a run: its record (``results.json``) or Hydra's (``.hydra/overrides.yaml``)."""
+    run = RunDir(path)
+    return run.results.is_file() or run.overrides.is_file()
+
+
+def run_holding(path: Path) -> Path | None:
+    """The run folder ``path`` is, or lies in; None outside every run."""
+    path = Path(path).expanduser().resolve()
+    return next((folder for folder in (path, *path.parents) if is_run(folder)), None)

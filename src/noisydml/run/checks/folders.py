@@ -20,10 +20,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from noisydml.run.checks.walk import ABSENT, leaves
 from noisydml.run.results import config_differences
 from noisydml.utils.checks import check_writable
 from noisydml.utils.errors import BadInput
-from noisydml.utils.run_directory import RunDir
+from noisydml.utils.run_directory import RunDir, is_run, run_holding
 
 # The sections of the config whose nodes write files: callbacks, loggers, the trainer (a profiler).
 WRITING_SECTIONS = ("callbacks", "logger", "trainer")
@@ -32,17 +33,18 @@ WRITING_SECTIONS = ("callbacks", "logger", "trainer")
 DEPTH = 4
 
 
-def is_run(path: Path) -> bool:
-    """``path`` holds a run: its record (``results.json``) or Hydra's (``.hydra/overrides.yaml``)."""
-    run = RunDir(path)
-    return run.results.is_file() or run.overrides.is_file()
-
-
-def check_run_folder(run: RunDir) -> None:
-    """The run directory, as :func:`check_folder_argument` checks it; the empty folder Hydra made for a
-    refused one is removed, so the other run is left as it was found."""
+def check_run_folder(run: RunDir, sweep: Path | None = None) -> None:
+    """The run directory, as :func:`check_folder_argument` checks it, and a sweep job's inside its sweep's
+    folder (``hydra.sweep.subdir=../..`` would put it elsewhere); the empty folder Hydra made for a refused
+    one is removed, so the other run is left as it was found."""
     try:
         check_folder_argument("hydra.run.dir", run.path)
+        if sweep is not None and sweep.resolve() not in run.path.resolve().parents:
+            raise BadInput(
+                f"hydra.sweep.subdir puts this job in {run.path}, outside its sweep's folder {sweep}, where "
+                "the report and the sweep's summary never see it; name job folders below it, e.g. "
+                "hydra.sweep.subdir=${hydra.job.num}"
+            )
     except BadInput:
         _remove_if_empty(run.path.resolve())
         raise
@@ -60,6 +62,11 @@ def check_folder_argument(key: str, folder: Path) -> None:
         raise BadInput(
             f"{key}={folder} is inside the run folder {outer}, whose files it would mix with and where the "
             f"report never sees it; choose a folder outside every run, or {new}"
+        )
+    if not run and is_run(path):
+        raise BadInput(
+            f"{key}={folder} is a run's folder, which a sweep's files and jobs would mix with; choose a "
+            f"folder outside every run, or {new}"
         )
     if run and (inner := _run_below(path)) is not None:
         raise BadInput(
@@ -84,22 +91,50 @@ def check_output_folders(resolved: dict, run_dir: Path) -> None:
             )
 
 
+def check_writers(writers: dict[str, Any], run_dir: Path) -> None:
+    """Every path a built logger or callback (by its config key) will write lies in the run's folder,
+    whatever key made it (a CSV logger's ``name``, a checkpoint's ``filename``): asked of the writer."""
+    root = run_dir.resolve()
+    for key, writer in writers.items():
+        for path in _written(writer):
+            if root != path and root not in path.parents:
+                raise BadInput(
+                    f"{key} ({type(writer).__name__}) would write {path}, outside the run's folder "
+                    f"{run_dir}: every file a run writes lies in its own; give {key} a name or filename "
+                    "without '..' or a leading '/'"
+                )
+
+
+def _written(writer: Any) -> Iterator[Path]:
+    """The paths a writer says it writes: a Lightning logger's ``log_dir``, a callback's
+    ``dirpath``/``filename``."""
+    for folder, name in ((getattr(writer, "log_dir", None), ""), (getattr(writer, "dirpath", None), None)):
+        if folder:
+            name = getattr(writer, "filename", None) or "" if name is None else name
+            yield (Path(str(folder)).expanduser() / name).resolve()
+
+
+def check_caches(cfg: DictConfig) -> None:
+    """A folder runs share (``cache_dir``: the instance-dependent noise's classifier outputs) lies in no
+    run's folder, whose files it would mix with."""
+    for key, value in leaves(OmegaConf.to_container(cfg, resolve=True)):
+        if key.rsplit(".", 1)[-1] != "cache_dir" or not value or key.startswith("hydra."):
+            continue
+        folder = Path(str(value)).expanduser().resolve()
+        if (outer := run_holding(folder)) is not None:
+            raise BadInput(
+                f"{key}={value} is inside the run folder {outer}, which it would write into; give a folder "
+                f"runs share outside every run, e.g. {key}=${{paths.data_dir}}/cache"
+            )
+
+
 def _output_folders(resolved: dict) -> Iterator[tuple[str, str]]:
     """``(key, folder)`` of every folder-valued key (``dirpath``, ``save_dir``, ``default_root_dir``)
     of the sections that write."""
-
-    def walk(node: Any, path: str) -> Iterator[tuple[str, str]]:
-        if not isinstance(node, dict):
-            return
-        for key, value in node.items():
-            name = f"{path}.{key}"
-            if isinstance(value, str) and str(key).endswith(("dir", "dirpath")):
-                yield name, value
-            else:
-                yield from walk(value, name)
-
     for section in WRITING_SECTIONS:
-        yield from walk(resolved.get(section), section)
+        for key, value in leaves(resolved.get(section, ABSENT), section):
+            if isinstance(value, str) and key.rsplit(".", 1)[-1].endswith(("dir", "dirpath")):
+                yield key, value
 
 
 def _run_below(path: Path) -> Path | None:

@@ -3,11 +3,14 @@ describe the data set, classes, label map, noise and method its file composes, s
 of those is refused under them (:func:`check_identity`).
 
 What an experiment fixes is read from the experiment composed alone (``experiment=<x>``, nothing else):
-the options of :data:`IDENTITY_GROUPS` and, of the data set, the keys its class says decide which
-samples train and test under which labels (``split_keys``: a digits split, its training digits, a label
-map), and every key of the noise. What the experiment's own sweep varies (``hydra.sweeper.params``:
-``method``, ``noise.rate``, ``seed``) is free. A run that departs from it on anything else is refused,
-unless it is given labels of its own (``name=`` and ``report.figure=``), which files it elsewhere.
+the options of :data:`IDENTITY_GROUPS`; of the data set, the keys its class says decide which samples
+train and test under which labels (``split_keys``: a digits split, its training digits, a label map);
+every key of :data:`IDENTITY_SECTIONS` (the noise, the method's loss, miner and backbone, a label filter,
+hidden labels, the report's labels); and what its own sweep varies (``hydra.sweeper.params``: ``method``,
+``noise.rate``, ``seed``) takes the sweep's values, or the values its tuning declares (``tune.at``, and the
+keys ``tune.space`` searches for the run's method). A run that departs from it on anything else is
+refused, unless it is given labels of its own (``name=`` and ``report.figure=``), which files it
+elsewhere.
 """
 
 from __future__ import annotations
@@ -18,16 +21,32 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
+from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml import CONFIG_DIR
 from noisydml.loggers.run_fields import method_groups
-from noisydml.run.checks.walk import ABSENT, raw, shown, target_nodes
+from noisydml.run.checks.walk import ABSENT, leaves, raw, shown, target_nodes
 from noisydml.utils.errors import BadInput
 
 # The groups whose option is part of what a run is: its data, its noise, its method (a loss and a miner).
-IDENTITY_GROUPS = ("dataset", "noise", "method", "loss", "miner")
+IDENTITY_GROUPS = ("dataset", "noise", "method", "loss", "miner", "backbone")
+# The keys whose every value is part of what a run is: the noise, the method's parts and settings, which
+# labels it trains on, and how the report names it.
+IDENTITY_SECTIONS = (
+    "noise",
+    "loss",
+    "miner",
+    "backbone",
+    "data.filter",
+    "data.unlabeled_fraction",
+    "report.method",
+    "report.baselines",
+    "report.references",
+    "report.dataset",
+)
 
 
 def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
@@ -36,17 +55,30 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     experiment = choices.get("experiment")
     if not experiment:
         return
-    swept = _experiment(str(experiment), ())[2]
+    searchpath = tuple(HydraConfig.get().searchpath) if HydraConfig.initialized() else ()
+    swept = _experiment(str(experiment), (), searchpath)[2]
     # The groups the experiment sweeps (method=, noise=) as this run chose them: what they bring with them
     # (a method's loss and miner) is then the experiment's too.
     pinned = tuple((group, str(choices[group])) for group in sorted(swept) if choices.get(group) is not None)
-    own, own_choices, _ = _experiment(str(experiment), pinned)
+    own, own_choices, _ = _experiment(str(experiment), pinned, searchpath)
     if all(_value(cfg, label) != _value(own, label) for label in ("name", "report.figure")):
         return
+    labels = f"name {_label(cfg, 'name')} and figure {_label(cfg, 'report.figure')}"
+    tune = _value(own, "tune") or {}
+    tuned = (tune.get("space") or {}).get(choices.get("method")) or {}
+    for key, values in swept.items():
+        given = str(choices[key]) if key in choices else shown(OmegaConf.select(cfg, key, default=None))
+        if (at := (tune.get("at") or {}).get(key)) is not None:
+            values = (*values, str(at))
+        if _number(given) not in {_number(v) for v in values}:
+            raise BadInput(
+                f"experiment={experiment} sweeps {key} over {_listed(values)}, but {key}={given} was given, "
+                f"which would file another run under the experiment's {labels}; choose one of them, or "
+                "label the run as your own with name=<name> report.figure=<paper>/<what>"
+            )
     for key, theirs, ours in _departures(cfg, choices, own, own_choices):
-        if _is_swept(key, swept):
+        if _is_swept(key, frozenset(swept)) or key in tuned:
             continue
-        labels = f"name {_label(cfg, 'name')} and figure {_label(cfg, 'report.figure')}"
         raise BadInput(
             f"experiment={experiment} is {key}={shown(theirs)}, but {key}={shown(ours)} was given, which "
             f"would file another run under the experiment's {labels}; drop {key}={shown(ours)} to run the "
@@ -80,11 +112,21 @@ def _identity_keys(cfg: DictConfig) -> Iterator[str]:
             continue
         for key in getattr(target, "split_keys", ()):
             yield f"{path}.{key}"
-    noise = cfg.get("noise")
-    if isinstance(noise, DictConfig):
-        for key in noise:
-            if key != "seed":
-                yield f"noise.{key}"
+    for section in IDENTITY_SECTIONS:
+        yield from (key for key, _ in leaves(raw(cfg, section), section) if key != "noise.seed")
+
+
+def _listed(values: tuple[str, ...]) -> str:
+    """A sweep's values as typed, or the first and last of many."""
+    return ",".join(values) if len(values) <= 12 else f"{len(values)} values ({values[0]}, ..., {values[-1]})"
+
+
+def _number(value: str) -> str:
+    """A value as the sweep compares it: ``0.50`` and ``5e-1`` as ``0.5``."""
+    try:
+        return repr(float(value))
+    except ValueError:
+        return value
 
 
 def _value(cfg: DictConfig, key: str) -> Any:
@@ -109,11 +151,14 @@ def _is_swept(key: str, swept: frozenset[str]) -> bool:
 
 @functools.cache
 def _experiment(
-    experiment: str, pinned: tuple[tuple[str, str], ...]
-) -> tuple[DictConfig, dict[str, Any], frozenset[str]]:
+    experiment: str, pinned: tuple[tuple[str, str], ...], searchpath: tuple[str, ...] = ()
+) -> tuple[DictConfig, dict[str, Any], dict[str, tuple[str, ...]]]:
     """The experiment composed with nothing but the ``pinned`` group options of its sweep: its config, its
-    group options and the keys its sweep varies."""
+    group options and each key its sweep varies with the values it takes. ``searchpath``: the run's
+    ``hydra.searchpath``, where the experiment and its options may be a user's."""
     overrides = [f"experiment={experiment}", *(f"{group}={option}" for group, option in pinned)]
+    if searchpath:
+        overrides.append(f"hydra.searchpath=[{','.join(searchpath)}]")
     if GlobalHydra.instance().is_initialized():
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     else:
@@ -121,7 +166,12 @@ def _experiment(
             cfg = compose("config", overrides=overrides, return_hydra_config=True)
     choices = dict(cfg.hydra.runtime.choices)
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None) or {}
-    swept = frozenset(str(key).lstrip("+~") for key in params)
+    swept = {
+        str(key).lstrip("+~"): tuple(
+            job[0].split("=", 1)[1] for job in NoisydmlSweeper.expand({key: value}, [])
+        )
+        for key, value in params.items()
+    }
     return cfg, choices, swept
 
 

@@ -253,3 +253,44 @@ def _quiet():
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
+
+
+def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> None:
+    """One batch of K samples of P classes through the backbone, then through the training step's hook
+    sequence (:meth:`EmbeddingModule.dry_run_step`), without changing what training then draws or learns."""
+    x, y, indices = first_batch(datamodule)
+    if torch.is_floating_point(x) and not torch.isfinite(x).all():
+        bad = indices[~torch.isfinite(x.flatten(1)).all(1)].tolist()
+        raise BadInput(
+            f"dataset={choices.get('dataset', '?')}: training samples {bad[:5]} hold NaN or infinite values; "
+            "fix or drop them in the data (a NaN input makes the loss NaN)"
+        )
+    backbone, loss, miner = (choices.get(k, "?") for k in ("backbone", "loss", "miner"))
+    _check_backbone(model, x, backbone)
+    try:
+        value = model.dry_run_step((x, y, indices), datamodule.training_set())
+    except Exception as error:
+        raise BadInput(
+            f"loss={loss} with miner={miner} fails on the first batch: {str(error).splitlines()[0]}"
+        ) from error
+    if not torch.isfinite(value):
+        raise BadInput(
+            f"loss={loss} is {value.item()} on the first batch; check the data and the loss's keys"
+        )
+
+
+def _check_backbone(model: Any, x: torch.Tensor, backbone: str) -> None:
+    """The backbone takes the data's inputs and gives finite embeddings (eval mode, no gradient)."""
+    try:
+        with model.unchanged():
+            embeddings = model(x)
+    except RuntimeError as error:
+        raise BadInput(
+            f"backbone={backbone} cannot take the data's inputs of shape {tuple(x.shape[1:])} "
+            f"({str(error).splitlines()[0]}); choose a backbone for this data set or set its input "
+            "size (e.g. backbone.trunk.in_features)"
+        ) from error
+    if not torch.isfinite(embeddings).all():
+        raise BadInput(
+            f"backbone={backbone} gives NaN or infinite embeddings on the first batch; check the data"
+        )

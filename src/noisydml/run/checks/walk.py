@@ -23,6 +23,18 @@ def target_nodes(node: Any, path: str = "") -> Iterator[tuple[str, DictConfig]]:
         yield from target_nodes(node._get_node(key), f"{path}.{key}" if path else str(key))
 
 
+def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """``(dotted key, value)`` of every leaf of a plain container (a config as ``to_container`` gives it)
+    below ``path``: ``path`` itself for a value or an empty mapping, nothing for :data:`ABSENT`."""
+    if value is ABSENT:
+        return
+    if isinstance(value, dict) and value:
+        for name, item in value.items():
+            yield from leaves(item, f"{path}.{name}" if path else str(name))
+    else:
+        yield path, value
+
+
 def raw(cfg: Any, key: str) -> Any:
     """The value at the dotted ``key`` as written (an interpolation as its text, a node as a plain dict or
     list),

@@ -1,0 +1,181 @@
+"""The command line, before Hydra starts or writes anything: an override it cannot parse, an unknown group
+option (with the closest one), a sweep value list that is empty, a ``name=`` that is too long for a folder
+or leads out of ``outputs/runs/``, a run or sweep folder that cannot be written or lies in another run's,
+and a search's arguments. This module loads no torch: the command line runs it before the numerics are
+chosen (:mod:`noisydml.run.numerics`)."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from pathlib import Path
+
+import yaml
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.object_type import ObjectType
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, OverrideParseException
+
+from hydra_plugins.noisydml_sweeper.noisydml_sweeper import sweep_values
+from noisydml import CONFIG_DIR
+from noisydml.run.checks.folders import check_folder_argument
+from noisydml.utils.checks import check_writable
+from noisydml.utils.errors import BadInput
+
+# The longest file name most file systems take: name= is a folder of the run's path.
+NAME_MAX = 255
+
+
+def check_arguments(argv: list[str]) -> None:
+    """What Hydra would refuse with a traceback or a list, or accept and fail on later, refused in one line
+    before it starts: an override it cannot parse, an unknown group option (with the closest one), a
+    ``name=`` too long for a folder, a run or sweep folder that cannot be written."""
+    parser = OverridesParser.create()
+    # The longest "key=value" of each override a sweep job's folder is named by (conf/hydra/default.yaml).
+    job_name_parts = []
+    excluded = _sweep_folder_excludes()
+    for argument in (a for a in argv if "=" in a and not a.startswith("-")):
+        try:
+            (override,) = parser.parse_overrides([argument])
+        except OverrideParseException as error:
+            reason = str(error).splitlines()[0]
+            key, value = argument.split("=", 1)
+            raise BadInput(
+                f"{argument} cannot be read ({reason}); quote a value with spaces, brackets or non-ASCII "
+                f"characters for Hydra, e.g. \"{key}='{value}'\""
+            ) from None
+        key = override.key_or_group
+        try:
+            values = (
+                sweep_values(override)
+                if override.is_sweep_override()
+                else [override.get_value_element_as_str()]
+            )
+        except BadInput:
+            raise
+        except HydraException:
+            # An interval (an Optuna search space) has no values to list; its sweeper checks it.
+            continue
+        named = values
+        if isinstance(override.value(), list):
+            # Several options of one group at once (logger=[csv,wandb,mlflow]): each must be one.
+            values = [str(v) for v in override.value()]
+        if (CONFIG_DIR / key).is_dir() and not key.startswith("hydra") and not override.is_delete():
+            for value in values:
+                _check_option(key, value, argv)
+        if key == "name" and any(Path(v).is_absolute() or ".." in Path(v).parts for v in values):
+            raise BadInput(
+                f"name={values[0]} leads out of outputs/runs/, where a run's folder is <name>/<time>: its "
+                "files "
+                "would land beside or over other runs'; give a name without '..' or a leading '/'"
+            )
+        if key == "name" and any(len(v.encode()) > NAME_MAX for v in values):
+            raise BadInput(
+                f"name={values[0][:40]}... is longer than the {NAME_MAX} bytes a folder name may have (runs "
+                "go in outputs/runs/<name>/); use a shorter name="
+            )
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and not override.is_sweep_override():
+            check_writable(Path(values[0]).expanduser(), key, f"{key}=...", keep=False)
+            # The value itself, unquoted ('a,b=c' names a sweep job's folder).
+            check_folder_argument(key, Path(str(override.value())).expanduser())
+        if not key.startswith("hydra") and key not in excluded:
+            prefix = argument[: len(argument) - len(argument.lstrip("+~"))]
+            job_name_parts.append(max(len(f"{prefix}{key}={v}".encode()) for v in named or [""]))
+    _check_job_folder_name(argv, job_name_parts)
+
+
+def _sweep_folder_excludes() -> list[str]:
+    """The overrides that do not name a sweep job's folder, as conf/hydra/default.yaml lists them."""
+    hydra_config = yaml.safe_load((CONFIG_DIR / "hydra" / "default.yaml").read_text())
+    return hydra_config["job"]["config"]["override_dirname"]["exclude_keys"]
+
+
+def _check_job_folder_name(argv: list[str], parts: list[int]) -> None:
+    """In a sweep each job's folder is named by its overrides: refuse a sweep whose longest job folder name
+    no file system takes, before any job runs (it failed with a traceback as the first job started)."""
+    sweep = any(a in ("-m", "--multirun") for a in argv)
+    named_otherwise = any(a.startswith("hydra.sweep.subdir=") for a in argv)
+    longest = sum(parts) + max(len(parts) - 1, 0)
+    if sweep and not named_otherwise and longest > NAME_MAX:
+        raise BadInput(
+            f"a sweep job's folder is named by its overrides, and the longest would be {longest} bytes, more "
+            f"than the {NAME_MAX} a folder name may have; name the job folders by number with "
+            "'hydra.sweep.subdir=${hydra.job.num}', or shorten the overrides"
+        )
+
+
+def _check_option(group: str, option: str, argv: list[str]) -> None:
+    """``group=option`` names a config of the package's ``conf/`` or of a folder the command line adds to
+    Hydra's search path (``hydra.searchpath=[...]``, ``--config-dir``), as Hydra will look for it."""
+    if option == "null" or (CONFIG_DIR / group / f"{option}.yaml").is_file():
+        return
+    options = group_options(group, tuple(argv))
+    if option in options:
+        return
+    close = difflib.get_close_matches(option, options, n=1, cutoff=0.5)
+    hint = f"; did you mean {group}={close[0]}?" if close else ""
+    shown = ", ".join(options) if len(options) <= 20 else f"the {len(options)} files of conf/{group}/"
+    raise BadInput(f"{group}={option} is not an option{hint} (options: {shown})")
+
+
+@functools.cache
+def group_options(group: str, argv: tuple[str, ...]) -> list[str]:
+    """The options of ``group`` on Hydra's search path as the command line ``argv`` sets it: the package's
+    ``conf/``, then ``hydra.searchpath`` (the command line's, else the primary config's) and a
+    ``--config-dir`` folder."""
+    overrides = [a for a in argv if a.lstrip("+").startswith("hydra.searchpath=")]
+    extra = _config_dirs(argv)
+    if extra:
+        given = OverridesParser.create().parse_overrides(overrides)[0].value() if overrides else []
+        entries = [*(given or []), *(f"file://{Path(d).expanduser().resolve()}" for d in extra)]
+        overrides = [f"hydra.searchpath=[{','.join(entries)}]"]
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+
+        def options(path: str) -> list[str]:
+            # A folder inside a group holds options too: method=le2019/triplet.
+            listed = loader.get_group_options(path, ObjectType.CONFIG, "config", overrides)
+            folders = loader.get_group_options(path, ObjectType.GROUP, "config", overrides)
+            return [*listed, *(f"{sub}/{o}" for sub in folders for o in options(f"{path}/{sub}"))]
+
+        return sorted(options(group))
+
+
+def _config_dirs(argv: tuple[str, ...]) -> list[str]:
+    """The folders of ``--config-dir``/``-cd`` (``-cd X``, ``--config-dir=X``)."""
+    found = []
+    for i, argument in enumerate(argv):
+        flag, _, value = argument.partition("=")
+        if flag in ("--config-dir", "-cd"):
+            found.append(value or (argv[i + 1] if i + 1 < len(argv) else ""))
+    return [d for d in found if d]
+
+
+SWEEP_FLAGS = ("-m", "--multirun")
+DIRECTIONS = ("maximize", "minimize")
+
+
+def check_search_arguments(argv: list[str]) -> None:
+    """A search (``hparams_search=``, an Optuna study of many runs) is a sweep: without ``-m`` Hydra would
+    run one job of the defaults and report it as if searched; its budget and direction are checked before
+    the first trial."""
+    values = {a.split("=", 1)[0].lstrip("+~"): a.split("=", 1)[1] for a in argv if "=" in a}
+    search = values.get("hparams_search")
+    if search not in (None, "null") and not any(a in SWEEP_FLAGS for a in argv):
+        raise BadInput(
+            f"hparams_search={search} is a search, a study of many runs: run it as a sweep with -m, e.g. "
+            f"noisydml -m hparams_search={search}"
+        )
+    trials = values.get("hydra.sweeper.n_trials")
+    if trials is not None and not (trials.isdigit() and int(trials) >= 1):
+        raise BadInput(
+            f"hydra.sweeper.n_trials={trials} is not a number of trials; give one >= 1, e.g. "
+            "hydra.sweeper.n_trials=12"
+        )
+    direction = values.get("hydra.sweeper.direction")
+    if direction is not None and direction not in DIRECTIONS:
+        raise BadInput(
+            f"hydra.sweeper.direction={direction} is not an option; use one of: {', '.join(DIRECTIONS)} "
+            "(the validation metric is a score: maximize)"
+        )
