@@ -407,3 +407,12 @@ def test_gpu_search_matches_cpu():
     assert 0 <= nmi["nmi"] <= 1 and 0 <= nmi["nmi+"] <= 1
     with pytest.warns(UserWarning, match="GPU limit"):
         evaluate(x, labels, recall_ks=(2500,), nmi=False, map_at_r=False, use_gpu=True)
+
+
+def test_a_run_seed_above_faiss_range_clusters_as_its_remainder():
+    # A run's seed goes up to numpy's 2**32 - 1; faiss's k-means takes a signed 32-bit one.
+    from noisydml.metrics.clustering import kmeans_assignments
+
+    x = separated_blobs(3, 8)[0].astype(np.float32)
+    top = kmeans_assignments(x, 3, seed=2**32 - 1, restarts=2, backend="faiss")
+    assert (top == kmeans_assignments(x, 3, seed=2**31 - 1, restarts=2, backend="faiss")).all()

@@ -188,21 +188,31 @@ def test_a_run_or_sweep_folder_inside_another_run_is_refused_before_hydra_writes
 
 
 @pytest.mark.parametrize(
-    ("sweep", "message"),
+    ("sweep", "message", "fix"),
     [
-        ("seed=range(0,0)", "seed=range(0,0) expands to no value, so the sweep would run no job"),
-        ("seed=range(0,5,0)", "seed=range(0,5,0) cannot be expanded (range() arg 3 must not be zero)"),
+        (
+            "seed=range(0,0)",
+            "seed=range(0,0) expands to no value, so the sweep would run no job",
+            "seed=0,1,2",
+        ),
+        (
+            "seed=range(0,5,0)",
+            "seed=range(0,5,0) cannot be expanded (range() arg 3 must not be zero)",
+            "seed=0,1,2",
+        ),
+        (
+            "seed=interval(0,1)",
+            "seed: the noisydml sweeper does not support sweep type INTERVAL_SWEEP",
+            "=optuna",
+        ),
     ],
 )
-def test_a_sweep_of_no_job_is_refused_before_hydra_writes(tmp_path, sweep, message):
+def test_a_sweep_of_no_job_is_refused_before_hydra_writes(tmp_path, sweep, message, fix):
     exe = Path(sys.executable).with_name("noisydml")
     out = subprocess.run([str(exe), "-m", sweep], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    (line,) = out.stderr.strip().splitlines()
-    assert (
-        out.returncode == 1
-        and line.startswith(message)
-        and line.endswith("e.g. seed=range(0,5) or seed=0,1,2")
-    )
+    (line, *rest) = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and line.startswith(message) and line.endswith(fix)
+    assert "stopped before its end" not in out.stderr and "Traceback" not in out.stderr
     assert list(tmp_path.iterdir()) == []
 
 
@@ -298,3 +308,17 @@ def test_a_report_or_dashboard_store_inside_a_run_is_refused(tmp_path):
         out.returncode != 0 and f"--store {finished / 's'} is inside the run folder {finished}" in out.stderr
     )
     assert sorted(p.name for p in finished.iterdir()) == ["results.json"]
+
+
+def test_a_dashboard_port_already_taken_is_refused_at_once(tmp_path):
+    import socket
+
+    dashboard = Path(sys.executable).with_name("noisydml-dashboard")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [str(dashboard), str(tmp_path), "--port", str(port)], capture_output=True, text=True, timeout=120
+        )
+    assert out.returncode != 0 and f"--port {port} is taken on 127.0.0.1" in out.stderr

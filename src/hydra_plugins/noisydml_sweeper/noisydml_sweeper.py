@@ -110,7 +110,7 @@ class NoisydmlSweeper(Sweeper):
             elif override.is_discrete_sweep():
                 values[key] = [f"{key}={value}" for value in sweep_values(override)]
             else:
-                raise HydraException(
+                raise BadInput(
                     f"{key}: the noisydml sweeper does not support sweep type {override.value_type.name} "
                     "(it takes comma-separated values, range() and choice()); use hydra/sweeper=optuna"
                 )

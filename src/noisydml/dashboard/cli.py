@@ -58,6 +58,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_is_free(port: int) -> bool:
+    """Nothing listens on ``port`` of the loopback: MLflow's server would otherwise wait to bind it, and
+    the page found there would be another server's."""
+    with socket.socket() as s:
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
 def build_store(dirs: list[Path], store: Path) -> list:
     """A fresh SQLite store in ``store`` with one experiment per folder of ``dirs``."""
     from mlflow.tracking import MlflowClient
@@ -96,6 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         sys.exit('noisydml-dashboard needs MLflow: pip install "noisydml[mlflow]"')
     port = args.port or free_port()
+    if not port_is_free(port):
+        sys.exit(
+            f"noisydml-dashboard: --port {port} is taken on {LOOPBACK} (another server listens there); give "
+            "another, or --port 0 for a free one"
+        )
     with tempfile.TemporaryDirectory(prefix="noisydml-dashboard-") as temporary:
         store = args.store or Path(temporary)
         try:

@@ -37,6 +37,8 @@ _INIT_METHODS = {
     "random": faiss.ClusteringInitMethod_RANDOM,
     "k-means++": faiss.ClusteringInitMethod_KMEANS_PLUS_PLUS,
 }
+# faiss's seeds: a C int.
+FAISS_SEEDS = 2**31
 
 
 def kmeans_assignments(
@@ -73,7 +75,9 @@ def kmeans_assignments(
         n_clusters,
         niter=niter,
         nredo=restarts,
-        seed=seed,
+        # faiss takes a signed 32-bit seed; a run's seed goes up to numpy's 2**32 - 1, and the seeds an NMI
+        # over seeds derives above it. Below 2**31 the seed is unchanged.
+        seed=seed % FAISS_SEEDS,
         init_method=_INIT_METHODS[init],
         # faiss would otherwise train on a random subset of 256 * k points whenever N/k is large (MNIST:
         # 10,000 points, 10 classes); every point must shape the clusters it is scored on.

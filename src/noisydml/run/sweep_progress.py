@@ -76,8 +76,9 @@ def _jobs(config: DictConfig) -> list[list[str]] | None:
 
 def summary(argv: list[str]) -> str | None:
     """The jobs of the sweep this process stopped partway, by state, and the command that continues it
-    (``argv``: the command's arguments); None when no sweep is under way."""
-    if _sweep is None:
+    (``argv``: the command's arguments); None when no sweep is under way, or when its sweeper refused it
+    before writing its folder (it said why)."""
+    if _sweep is None or not _sweep.folder.is_dir():
         return None
     count = len(_sweep.jobs) if _sweep.jobs is not None else max(_sweep.started, default=-1) + 1
     states: dict[str, list[str]] = {"finished": [], "failed": [], "interrupted": [], "never started": []}

@@ -135,7 +135,8 @@ def _problem(rule: Rule, value: Any) -> str | None:
 
 
 def _why(rule: Rule, problem: str) -> str:
-    return f" ({rule.why})" if rule.why and not problem.startswith("is not") else ""
+    shown = rule.why and (rule.options or not problem.startswith("is not"))
+    return f" ({rule.why})" if shown else ""
 
 
 def _fix(rule: Rule, problem: str) -> str:

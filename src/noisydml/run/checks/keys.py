@@ -29,6 +29,12 @@ KEYS = (
     Rule("trainer.num_nodes", int, 1, example="trainer.num_nodes=1"),
     Rule("trainer.accumulate_grad_batches", int, 1, example="trainer.accumulate_grad_batches=1"),
     Rule(
+        "trainer.enable_checkpointing",
+        bool,
+        options=("True",),
+        why="a run checkpoints to test its selected epoch and to resume; callbacks.checkpoint spaces them",
+    ),
+    Rule(
         "trainer.gradient_clip_val",
         float,
         0,
