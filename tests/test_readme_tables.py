@@ -1,6 +1,7 @@
 """The README's answer and results/claims.md are the committed results' (results/<reproduction>/claims.csv and
-stamp.json), drawn by scripts/readme_tables.py: no number in them is typed by hand, and the README answers
-"does paper X's claim hold?" in its first table, a row per paper and per claim, one word per cell."""
+stamp.json), drawn by noisydml.report.claims.readme and written by scripts/readme_tables.py: no number in
+them is typed by hand, and the README answers "does paper X's claim hold?" in its first table, a row per
+paper and per claim, one word per cell."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from noisydml.report import claims, papers
+from noisydml.report.claims import readme as tables
 from noisydml.report.claims.verdicts import compare, judge, outcome
 from noisydml.report.detection import METHOD_INPUTS
 from noisydml.report.tables import Group
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
 
 
 def script(name: str):
@@ -30,16 +33,15 @@ def script(name: str):
 
 
 def test_readme_claims_table_is_what_the_committed_results_give() -> None:
-    tables = script("readme_tables")
+    command = script("readme_tables")
     readme = (ROOT / "README.md").read_text()
-    assert tables.render(readme) == readme, "run: python scripts/readme_tables.py"
-    assert (ROOT / "results" / "claims.md").read_text() == tables.detail(), (
+    assert command.render(readme) == readme, "run: python scripts/readme_tables.py"
+    assert (RESULTS / "claims.md").read_text() == tables.detail(RESULTS), (
         "run: python scripts/readme_tables.py"
     )
 
 
 def test_the_readme_answers_first_a_row_per_paper_and_per_claim_one_word_a_cell() -> None:
-    tables = script("readme_tables")
     readme = (ROOT / "README.md").read_text()
     lines = readme.splitlines()
     assert len(lines) < 150
@@ -65,7 +67,7 @@ def test_the_readme_answers_first_a_row_per_paper_and_per_claim_one_word_a_cell(
     for (head, *claim_rows), paper in zip(by_paper.values(), with_claims, strict=True):
         assert paper.title in head[0] and "(results/claims.md#" in head[0]
         assert [r[0].removeprefix("| ") for r in claim_rows] == [
-            tables._md(tables._claim_text(tables._columns(tables.RESULTS), c)) for c in paper.claims
+            tables._md(tables._claim_text(tables._columns(RESULTS), c)) for c in paper.claims
         ]
         # Each paper's counts add up to its claims, and count the words beneath it.
         for column in (1, 2):
@@ -79,7 +81,6 @@ def test_the_readme_answers_first_a_row_per_paper_and_per_claim_one_word_a_cell(
 
 
 def test_one_word_per_claim_from_its_experiments_verdicts() -> None:
-    tables = script("readme_tables")
 
     def rows(*verdicts: str) -> list[dict]:
         return [{"experiment": f"e{i}", "claim_verdict": v} for i, v in enumerate(verdicts)]
@@ -93,7 +94,6 @@ def test_one_word_per_claim_from_its_experiments_verdicts() -> None:
 
 @pytest.mark.slow
 def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verdicts(tmp_path: Path) -> None:
-    tables = script("readme_tables")
     assert tables.NOT_YET in tables.block(tmp_path) and tables.NOT_YET in tables.detail(tmp_path)
     # A committed digits result: levi2021-even-odd held on 8 seeds, each half too.
     seeds = [str(s) for s in range(8)]
@@ -221,7 +221,6 @@ def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> No
 
 
 def test_the_readme_says_where_methods_beat_the_training_free_reference_and_where_not(tmp_path: Path) -> None:
-    tables = script("readme_tables")
     folder = tmp_path / "noisy_dml_cpu"
     folder.mkdir()
     fields = (
@@ -309,7 +308,6 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
 
 
 def test_the_methods_better_than_the_reference_are_named_apart_where_only_all_the_seeds_reach_it() -> None:
-    tables = script("readme_tables")
     reference = "kNN filter + triplet"
     verdicts = [
         # Better on all the seeds and on both halves at 25%, on all the seeds only at 50%.

@@ -323,7 +323,7 @@ def markdown(comparisons: list[Comparison], interval: str) -> str:
 
 
 # A row's setting, the first columns of every per-setting CSV of a report (comparisons.csv,
-# test_selection.csv, detection.csv), which scripts/readme_tables.py reads by name.
+# test_selection.csv, detection.csv), which noisydml.report.claims.readme reads by name.
 SETTING_FIELDS = ("figure", "dataset", "noise", "noise_rate")
 FIELDS = (
     *SETTING_FIELDS,

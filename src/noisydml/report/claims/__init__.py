@@ -1,6 +1,7 @@
 """The papers' claims checked on the runs: :mod:`~noisydml.report.claims.verdicts` (the records and how
-comparisons become a verdict) and :mod:`~noisydml.report.claims.render` (claims.md, claims.csv). The claims
-themselves are the papers', in :mod:`noisydml.report.papers`."""
+comparisons become a verdict), :mod:`~noisydml.report.claims.render` (claims.md, claims.csv) and
+:mod:`~noisydml.report.claims.readme` (the README's answer and the docs' claims, from the committed results;
+imported by name, not here). The claims themselves are the papers', in :mod:`noisydml.report.papers`."""
 
 from noisydml.report.claims.render import (
     CLAIM_FIELDS,
