@@ -5,7 +5,9 @@ axis, logged diagnostics and published numbers."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -13,10 +15,14 @@ import pytest
 import yaml
 
 from noisydml.report import claims, papers
+from noisydml.report.claims import readme
 from noisydml.report.cli import write_report
 from noisydml.report.collect import collect, epoch_metrics
 from noisydml.report.published import load_published
 from noisydml.report.tables import group_runs
+
+ROOT = Path(__file__).parents[1]
+PAPERS_DIR = Path(papers.__file__).parent
 
 # A paper the package does not have: one claim (Recall@1 at gamma 0.5 above 0.9 on every seed), the
 # figure it publishes of its weight against gamma, and one printed number.
@@ -95,10 +101,72 @@ def write_runs(root: Path) -> None:
             (run / "results.json").write_text(json.dumps(results))
 
 
-def test_the_papers_package_holds_the_five_papers_and_the_comparison() -> None:
+def test_the_registry_is_every_module_of_the_papers_package_keyed_by_its_file() -> None:
+    """The papers are the files of ``report/papers/``: no list elsewhere names them, so a paper is in the
+    report, the README's answer, the docs and these tests exactly when its module is in the package."""
+    modules = sorted(p.stem for p in PAPERS_DIR.glob("*.py") if p.stem != "__init__")
+    assert sorted(paper.key for paper in papers.papers()) == modules
+    assert len({paper.order for paper in papers.papers()}) == len(modules), "two papers share an order"
+    ids = [claim.id for claim in papers.claims()]
+    assert len(ids) == len(set(ids))
+    for paper in papers.papers():
+        assert all(claim.id.startswith(f"{paper.key}-") for claim in paper.claims), paper.key
+        # The docs' words for it: its page's heading and its row of the home page's table.
+        assert paper.title and paper.about and paper.reproduced, paper.key
+    assert papers.unclaimed() == {p.key for p in papers.papers() if p.compares}
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _nav_pages(nav: list) -> list[str]:
+    pages = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages += _nav_pages(value) if isinstance(value, list) else [value]
+    return pages
+
+
+def _mkdocs_nav() -> list:
+    return yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+
+
+def test_the_docs_list_exactly_the_registrys_papers_and_name_none_by_hand() -> None:
+    """mkdocs.yml's navigation names no paper's page: the hooks add one per paper of the registry, in its
+    order, and the home page's table of the papers is drawn from the registry too."""
+    hooks = _hooks()
     keys = [paper.key for paper in papers.papers()]
-    assert keys == ["le2019", "yu2018", "bdml", "levi2021", "zhang2023", "prism", "noisy_dml"]
-    assert len(papers.claims()) == 22 and papers.unclaimed() == {"noisy_dml"}
+    by_hand = [p for p in _nav_pages(_mkdocs_nav()) if p.startswith("papers/") and p != "papers/cpu.md"]
+    assert not by_hand, f"mkdocs.yml lists {by_hand}: the hooks add each paper's page"
+    pages = [p for p in _nav_pages(hooks.with_papers(_mkdocs_nav())) if p.startswith("papers/")]
+    assert [p for p in pages if p != "papers/cpu.md"] == [f"papers/{key}.md" for key in keys]
+    index = (ROOT / "docs" / "index.md").read_text()
+    assert hooks.PAPERS_TABLE in index and not re.search(r"\]\(papers/(?!cpu\.md)", index)
+
+
+def test_a_sixth_paper_is_new_files_only(sixth_paper: None, tmp_path: Path) -> None:
+    """A paper's two files, and nothing else edited: it has a page, a place in the navigation and a row on
+    the home page, and its claims a row in the README's answer and a section of results/claims.md."""
+    hooks = _hooks()
+    fake = papers.paper("fake2030")
+    assert fake is not None and papers.papers()[-1] is fake
+    assert {"Fake et al. 2030": "papers/fake2030.md"} in _flat(hooks.with_papers(_mkdocs_nav()))
+    assert "| [Fake et al. 2030](papers/fake2030.md) |" in hooks.papers_table()
+    assert hooks.paper_page(fake).startswith("# Fake et al. 2030\n")
+    assert "| **Fake et al. 2030** ([detail](results/claims.md#fake-et-al-2030)) |" in readme.block(tmp_path)
+    assert "## Fake et al. 2030" in readme.detail(tmp_path)
+
+
+def _flat(nav: list) -> list:
+    out = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        out += _flat(value) if isinstance(value, list) else [entry]
+    return out
 
 
 @pytest.mark.slow

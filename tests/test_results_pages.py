@@ -18,6 +18,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 import browser
+from noisydml.report import papers
 
 ROOT = Path(__file__).parents[1]
 RESULTS = ROOT / "results"
@@ -118,7 +119,7 @@ def test_the_results_page_reads_as_an_answer_then_the_detail(tmp_path):
 def test_a_papers_page_opens_with_its_claims_and_their_verdicts(tmp_path):
     browser.chromium()
     hooks = _hooks()
-    seen = _seen(hooks.paper_page("le2019", hooks.PAPERS["le2019"]), tmp_path / "le2019.html")
+    seen = _seen(hooks.paper_page(papers.paper("le2019")), tmp_path / "le2019.html")
     _no_raw_json(seen["text"])
     first = seen["tables"][0]
     assert first["header"] == ["claim", "digits", "MNIST-5k"] and first["top"] < SCREEN

@@ -246,7 +246,10 @@ class Paper:
     ``published``: the CSV of its printed numbers (see :mod:`noisydml.report.published`), if it prints
     any. ``noise_bound``: its experiments' noise-rate figures draw Le & Odobez's bound on the noise rate
     the triplet loss tolerates (Eq. 24), which a figure of any other sweep draws only when asked
-    (``noisydml-report --eta``).
+    (``noisydml-report --eta``). ``subtitle`` (the paper's own title, after ``title`` in its docs page's
+    heading), ``about`` (what it is about, in a line) and ``reproduced`` (what of it the experiments
+    reproduce) are the docs' words for it: its page, its place in the navigation and its row of the home
+    page's table of papers are drawn from these records, so a paper's docs need no other file edited.
     """
 
     key: str
@@ -259,3 +262,6 @@ class Paper:
     published: Path | None = None
     compares: bool = False
     noise_bound: bool = False
+    subtitle: str = ""
+    about: str = ""
+    reproduced: str = ""

@@ -201,6 +201,9 @@ PAPER = Paper(
     key="bdml",
     title=TITLE,
     order=3,
+    subtitle="Bayesian metric learning for robust training of deep models under noisy labels",
+    about="Bayesian metric learning under noisy labels",
+    reproduced="Tables 1-4",
     claims=CLAIMS,
     cites=(
         Cite("noise.rate", "test/knn_accuracy@3", "BDML Tables 1-2"),

@@ -277,6 +277,9 @@ PAPER = Paper(
     key="le2019",
     title=TITLE,
     order=1,
+    subtitle="Theoretical guarantees of deep embedding losses under label noise",
+    about="triplet and marginal losses' guarantees under label noise",
+    reproduced="SOP, CUB, Flowers figures",
     claims=CLAIMS,
     cites=(
         Cite("noise.rate", "test/recall@1", "Le & Odobez Figs. 1-3 (a-c)"),

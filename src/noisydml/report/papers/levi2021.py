@@ -153,6 +153,9 @@ PAPER = Paper(
     key="levi2021",
     title=TITLE,
     order=4,
+    subtitle="Rethinking preventing class-collapsing in metric learning with margin-based losses",
+    about="easy-positive sampling against class collapsing",
+    reproduced="Tables 1-4, 6, Fig. 4, 5b",
     claims=CLAIMS,
     published=Path(__file__).with_suffix(".csv"),
 )

@@ -10,6 +10,9 @@ PAPER = Paper(
     key="prism",
     title="PRISM (Liu et al. 2021)",
     order=6,
+    subtitle="Noise-resistant deep metric learning with ranking-based instance selection",
+    about="ranking-based instance selection; CARS-98N",
+    reproduced="CARS-98N",
     diagnostics=(
         Diagnostic("train/prism_kept"),
         Diagnostic("train/prism_auc", detection=("auc", "PRISM's score")),

@@ -198,6 +198,9 @@ PAPER = Paper(
     key="yu2018",
     title=TITLE,
     order=2,
+    subtitle="Correcting the triplet selection bias for triplet loss",
+    about="the adapted triplet loss, correcting the selection bias",
+    reproduced="Table 1, MNIST / Fashion-MNIST figures",
     claims=CLAIMS,
     cites=(
         Cite("loss.match_weight", "test/ncm_accuracy", "Yu et al. Fig. 4b"),

@@ -189,6 +189,9 @@ PAPER = Paper(
     key="zhang2023",
     title=TITLE,
     order=5,
+    subtitle="Denoising multi-similarity formulation",
+    about="self-paced, balanced multi-similarity",
+    reproduced="Tables 1-2, Figs. 3-5",
     claims=CLAIMS,
     cites=(
         Cite("noise.rate", "test/recall@1", "BSPML Table 2"),
