@@ -731,3 +731,11 @@ def test_the_other_commands_refuse_bad_folders_stores_and_values_in_one_line(tmp
     ]
     for said, expected in cases:
         assert said.startswith(expected) and "\n" not in said, said
+
+
+def test_a_batch_wider_than_the_training_split_names_data_p_not_the_validation_split(compose_config):
+    # The validation split leaves 10 classes as the whole split has 10: data.P=200 is the cause, not it.
+    with pytest.raises(
+        ValueError, match=r"^data.P=200 x 1 process\(es\) is larger than the 10 training classes"
+    ):
+        train(compose_config("data.P=200"))

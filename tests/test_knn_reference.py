@@ -162,8 +162,10 @@ def test_the_reference_trains_where_instance_dependent_noise_crowds_a_class(comp
     with (tmp_path / "run" / "labels.csv").open() as f:
         observed = [int(row["observed"]) for row in csv.DictReader(f)]
     assert len(observed) == report["kept"] and min(np.unique(observed, return_counts=True)[1]) == 12
-    # Without the floor, the error names the filter and the floor.
-    cfg = compose_config(*overrides, "data.filter.min_per_class=0", run="free")
+    # Without the floor (another method than the experiment's: labelled as one's own), the error names the
+    # filter and the floor.
+    floorless = ["data.filter.min_per_class=0", "name=floorless", "report.figure=mine/floorless"]
+    cfg = compose_config(*overrides, *floorless, run="free")
     expected = r"data.val_fraction=0.1 and data.filter leave too little.*min_per_class=12$"
     with pytest.raises(ValueError, match=expected):
         train(cfg)

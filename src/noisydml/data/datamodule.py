@@ -146,6 +146,7 @@ class MetricDataModule(pl.LightningDataModule):
             noisy = self.noise.apply_to(self.splits.train)
         else:
             noisy = self.noise.apply(self.splits.train.labels)
+        drawn = noisy.observed
         if self.val_fraction > 0:
             held_out = self._held_out(noisy.observed)
             validation = _subset(noisy, held_out)
@@ -174,7 +175,8 @@ class MetricDataModule(pl.LightningDataModule):
                 removed["data.filter"] = (
                     f"keep data.K per class through the filter: data.filter.min_per_class={self.K}"
                 )
-            if not removed or not str(error).startswith(("data.K=", "data.P=")):
+            if not removed or not str(error).startswith(("data.K=", "data.P=")) or not self._draws(drawn):
+                # The batch's shape itself does not fit the training split: the sampler's error says so.
                 raise
             # The batch's shape is fine; what is left to train on after validation (and a filter) is not.
             raise ValueError(
@@ -237,12 +239,20 @@ class MetricDataModule(pl.LightningDataModule):
         if (self.sampler.num_replicas, self.sampler.rank) != processes:
             self.sampler = self._sampler()
 
-    def _sampler(self) -> PKSampler:
+    def _draws(self, labels: np.ndarray) -> bool:
+        """Whether the sampler could draw its P x K batches from ``labels`` (the whole training split)."""
+        try:
+            self._sampler(np.unique(labels, return_inverse=True)[1])
+        except ValueError:
+            return False
+        return True
+
+    def _sampler(self, labels: np.ndarray | None = None) -> PKSampler:
         replicas, rank = 1, 0
         if self.trainer is not None:
             replicas, rank = self.trainer.world_size, self.trainer.global_rank
         return PKSampler(
-            self.train_set.labels,
+            self.train_set.labels if labels is None else labels,
             P=self.P,
             K=self.K,
             batches_per_epoch=self.batches_per_epoch,

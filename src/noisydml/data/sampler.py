@@ -75,7 +75,7 @@ class PKSampler(Sampler[list[int]]):
         if P * num_replicas > len(self.members):
             raise ValueError(
                 f"data.P={P} x {num_replicas} process(es) is larger than the {len(self.members)} training "
-                f"classes that can be drawn"
+                f"classes that can be drawn; use data.P={max(len(self.members) // num_replicas, 1)} or fewer"
             )
         self.P, self.K = P, K
         self.seed = seed
