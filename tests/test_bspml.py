@@ -289,6 +289,9 @@ def test_digits_schedule_ends_at_lambda_inf_with_mu_equal_to_it(compose_config, 
         "data.batches_per_epoch=1",
         "loss.weight_sweeps=0.1",
         "data.val_fraction=0",
+        # Shortened (one batch an epoch, a tenth of a sweep): another run than the experiment's.
+        "name=schedule",
+        "report.figure=tests/schedule",
         tiny=False,
     )
     assert cfg.loss.mu == age_max and cfg.trainer.max_epochs == 5
