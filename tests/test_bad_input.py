@@ -360,6 +360,11 @@ BAD_INPUTS = [
     (["+trainer.limit_val_batches=0.01"], r"trainer.limit_val_batches=0.01 of 1 batch rounds to none"),
     (["+trainer.accumulate_grad_batches=0"], r"trainer.accumulate_grad_batches=0 must be >= 1"),
     (
+        ["callbacks=early_stopping", "callbacks.early_stopping.patience=-1"],
+        r"callbacks.early_stopping.patience=-1 must be >= 0 \(a negative patience stops .*\); e.g. "
+        r"callbacks.early_stopping.patience=3",
+    ),
+    (
         ["trainer.enable_checkpointing=false"],
         r"trainer.enable_checkpointing=False is not an option; use one of: True \(a run checkpoints to test",
     ),

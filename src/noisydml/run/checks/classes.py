@@ -93,6 +93,14 @@ RANGES: dict[str, dict[str, Rule | ByMetric]] = {
             0, open_low=True, why="a distance raised to 0 or a negative power is flat or inverted"
         ),
     },
+    "pytorch_lightning.callbacks.EarlyStopping": {
+        "patience": Rule(
+            "",
+            int,
+            0,
+            why="a negative patience stops at the first validation that does not improve, as 0 does",
+        )
+    },
     "torch.optim.lr_scheduler.CosineAnnealingLR": {
         "eta_min": parameter_range(0, why="the learning rate would turn negative and training climb the loss")
     },
