@@ -92,6 +92,11 @@ def main(argv: list[str] | None = None) -> None:
             f"noisydml-dashboard: --port {args.port} is not a port; give one in 1-{MAX_PORT}, or 0 for a "
             "free one"
         )
+    if args.port and not port_is_free(args.port):
+        sys.exit(
+            f"noisydml-dashboard: --port {args.port} is taken on {LOOPBACK} (another server listens there); "
+            "give another, or --port 0 for a free one"
+        )
     if args.store is not None:
         try:
             if (run := run_holding(args.store)) is not None:
@@ -107,11 +112,6 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         sys.exit('noisydml-dashboard needs MLflow: pip install "noisydml[mlflow]"')
     port = args.port or free_port()
-    if not port_is_free(port):
-        sys.exit(
-            f"noisydml-dashboard: --port {port} is taken on {LOOPBACK} (another server listens there); give "
-            "another, or --port 0 for a free one"
-        )
     with tempfile.TemporaryDirectory(prefix="noisydml-dashboard-") as temporary:
         store = args.store or Path(temporary)
         try:
