@@ -14,6 +14,13 @@ from noisydml.losses import ClassBetaMarginLoss
 from training_sets import of_classes
 
 
+def options(group: str) -> list[str]:
+    """The options of ``conf/<group>/``, as a user names them (``le2019/triplet`` for a file in a folder)."""
+    return sorted(
+        str(p.relative_to(CONFIG_DIR / group).with_suffix("")) for p in (CONFIG_DIR / group).rglob("*.yaml")
+    )
+
+
 def load(group: str, name: str, *overrides: str):
     """``conf/<group>/<name>.yaml`` with ``key=value`` overrides, instantiated."""
     cfg = OmegaConf.merge(

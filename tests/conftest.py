@@ -49,6 +49,22 @@ def compose_config(tmp_path: Path) -> Callable[..., DictConfig]:
     GlobalHydra.instance().clear()
 
 
+@pytest.fixture
+def compose_choices():
+    """Compose like compose_config, returning the config and its group choices as a run sees them."""
+    from noisydml.run.train import group_choices
+
+    def _compose(*overrides: str):
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
+        HydraConfig.instance().set_config(cfg)
+        return cfg, group_choices()
+
+    yield _compose
+    GlobalHydra.instance().clear()
+
+
 @pytest.fixture(scope="session")
 def small_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sweep of issue 27 (tests/sweeps.py), run once for every test that reads it."""

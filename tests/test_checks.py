@@ -10,11 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import get_object
 
-from noisydml import CONFIG_DIR
+from configs import options
 from noisydml.losses import MarginalLoss
 from noisydml.miners import EasyPositiveMiner, RandomSemihardMiner
 from noisydml.noise.models import UniformNoise
@@ -68,33 +66,13 @@ def test_the_class_tables_hold_only_library_classes():
     assert own == []
 
 
-def _options(group: str) -> list[str]:
-    return sorted(
-        str(p.relative_to(CONFIG_DIR / group).with_suffix("")) for p in (CONFIG_DIR / group).rglob("*.yaml")
-    )
-
-
-@pytest.fixture
-def composed():
-    def _compose(*overrides: str):
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
-        return cfg, {g: o for g, o in cfg.hydra.runtime.choices.items() if g.split("/")[0] != "hydra"}
-
-    yield _compose
-    GlobalHydra.instance().clear()
-
-
 @pytest.mark.parametrize(
     "override",
-    [f"loss={o}" for o in _options("loss")]
-    + [f"miner={o}" for o in _options("miner")]
-    + ["scheduler=cosine"],
+    [f"loss={o}" for o in options("loss")] + [f"miner={o}" for o in options("miner")] + ["scheduler=cosine"],
 )
-def test_no_key_is_checked_in_two_places(composed, override):
+def test_no_key_is_checked_in_two_places(compose_choices, override):
     """A key the table checks is not also a parameter whose range its class declares."""
-    cfg, _ = composed(override)
+    cfg, _ = compose_choices(override)
     ranged = {
         f"{path}.{name}"
         for path, node in target_nodes(cfg)
@@ -104,17 +82,17 @@ def test_no_key_is_checked_in_two_places(composed, override):
 
 
 @pytest.mark.parametrize(
-    "override", [f"loss={o}" for o in _options("loss")] + [f"miner={o}" for o in _options("miner")]
+    "override", [f"loss={o}" for o in options("loss")] + [f"miner={o}" for o in options("miner")]
 )
-def test_every_shipped_loss_and_miner_passes_its_checks(composed, override):
-    check_config(*composed(override))
+def test_every_shipped_loss_and_miner_passes_its_checks(compose_choices, override):
+    check_config(*compose_choices(override))
 
 
-def test_the_memory_contrastive_margin_is_checked_once_as_a_similarity(composed):
+def test_the_memory_contrastive_margin_is_checked_once_as_a_similarity(compose_choices):
     # A cosine-similarity margin may be negative; it was refused by a second, distance-minded rule.
-    check_config(*composed("method=prism/mcl", "loss.margin=-0.5"))
+    check_config(*compose_choices("method=prism/mcl", "loss.margin=-0.5"))
     with pytest.raises(BadInput, match=r"^loss.margin=1.5 is outside \[-1, 1\] \(a cosine similarity"):
-        check_config(*composed("method=prism/mcl", "loss.margin=1.5"))
+        check_config(*compose_choices("method=prism/mcl", "loss.margin=1.5"))
 
 
 @pytest.mark.parametrize(
@@ -137,9 +115,9 @@ def test_the_package_classes_check_their_own_parameters_from_python_too(build, m
         build()
 
 
-def test_a_constructor_refusal_names_the_key_where_the_config_holds_it(composed):
+def test_a_constructor_refusal_names_the_key_where_the_config_holds_it(compose_choices):
     with pytest.raises(BadInput, match=r"^miner.margin=-1 must be >= 0 .*; e.g. miner.margin=0.2$"):
-        check_config(*composed("miner=random_semihard", "miner.margin=-1"))
+        check_config(*compose_choices("miner=random_semihard", "miner.margin=-1"))
 
 
 def test_a_noise_model_reads_its_own_rate():

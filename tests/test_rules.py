@@ -11,15 +11,28 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 
-from noisydml import CONFIG_DIR
+from configs import options
 from noisydml.report.collect import COMPLETE, read_run
 from noisydml.run.checks.classes import check_classes
 from noisydml.run.checks.identity import check_identity
-from noisydml.run.train import group_choices, train
+from noisydml.run.train import train
 from noisydml.utils.errors import BadInput
+
+
+@pytest.fixture
+def finished(tmp_path: Path) -> Path:
+    """A finished run's folder, with Hydra's record of it."""
+    folder = tmp_path / "finished"
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"status": "finished"}))
+    return folder
+
+
+def _command(name: str, arguments: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """One of the package's commands (``noisydml``, ``noisydml-report``, ...), as a user runs it."""
+    exe = Path(sys.executable).with_name(name)
+    return subprocess.run([str(exe), *arguments], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 def _status(cfg) -> dict:
@@ -61,23 +74,6 @@ def test_a_plain_run_is_finished(compose_config):
     cfg = compose_config()
     train(cfg)
     assert _status(cfg)["status"] == "finished" and "reason" not in _status(cfg)
-
-
-@pytest.fixture
-def compose_choices():
-    """Compose like compose_config, returning the config and its group choices as a run sees them."""
-
-    def _compose(*overrides: str):
-        from hydra.core.hydra_config import HydraConfig
-
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
-        HydraConfig.instance().set_config(cfg)
-        return cfg, group_choices()
-
-    yield _compose
-    GlobalHydra.instance().clear()
 
 
 @pytest.mark.parametrize(
@@ -155,17 +151,11 @@ def test_a_departure_with_only_a_new_name_is_still_filed_under_the_experiment(co
         check_identity(cfg, choices)
 
 
-def _options(group: str) -> list[str]:
-    return sorted(
-        str(p.relative_to(CONFIG_DIR / group).with_suffix("")) for p in (CONFIG_DIR / group).glob("*.yaml")
-    )
-
-
 @pytest.mark.parametrize(
     "override",
-    [f"loss={o}" for o in _options("loss")]
-    + [f"miner={o}" for o in _options("miner")]
-    + [f"scheduler={o}" for o in _options("scheduler")],
+    [f"loss={o}" for o in options("loss")]
+    + [f"miner={o}" for o in options("miner")]
+    + [f"scheduler={o}" for o in options("scheduler")],
 )
 def test_every_shipped_loss_miner_and_scheduler_is_inside_its_ranges(compose_choices, override):
     cfg, _ = compose_choices(override)
@@ -175,13 +165,10 @@ def test_every_shipped_loss_miner_and_scheduler_is_inside_its_ranges(compose_cho
 @pytest.mark.parametrize(
     "arguments", [["hydra.run.dir={finished}/nested"], ["-m", "seed=1,2", "hydra.sweep.dir={finished}/sweep"]]
 )
-def test_a_run_or_sweep_folder_inside_another_run_is_refused_before_hydra_writes(tmp_path, arguments):
-    finished = tmp_path / "finished"
-    (finished / ".hydra").mkdir(parents=True)
-    (finished / "results.json").write_text(json.dumps({"status": "finished"}))
-    exe = Path(sys.executable).with_name("noisydml")
-    given = [a.replace("{finished}", str(finished)) for a in arguments]
-    out = subprocess.run([str(exe), *given], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+def test_a_run_or_sweep_folder_inside_another_run_is_refused_before_hydra_writes(
+    tmp_path, finished, arguments
+):
+    out = _command("noisydml", [a.replace("{finished}", str(finished)) for a in arguments], tmp_path)
     assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
     assert f"is inside the run folder {finished}, whose files it would mix with" in out.stderr
     assert sorted(p.name for p in finished.iterdir()) == [".hydra", "results.json"]
@@ -208,8 +195,7 @@ def test_a_run_or_sweep_folder_inside_another_run_is_refused_before_hydra_writes
     ],
 )
 def test_a_sweep_of_no_job_is_refused_before_hydra_writes(tmp_path, sweep, message, fix):
-    exe = Path(sys.executable).with_name("noisydml")
-    out = subprocess.run([str(exe), "-m", sweep], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = _command("noisydml", ["-m", sweep], tmp_path)
     (line, *rest) = out.stderr.strip().splitlines()
     assert out.returncode == 1 and line.startswith(message) and line.endswith(fix)
     assert "stopped before its end" not in out.stderr and "Traceback" not in out.stderr
@@ -244,21 +230,15 @@ def test_a_writer_whose_name_leads_out_of_the_run_is_refused_before_it_writes(co
     ],
 )
 def test_a_run_or_sweep_that_would_land_over_other_runs_is_refused_before_hydra_writes(
-    tmp_path, arguments, message
+    tmp_path, finished, arguments, message
 ):
-    finished = tmp_path / "finished"
-    (finished / ".hydra").mkdir(parents=True)
-    (finished / "results.json").write_text(json.dumps({"status": "finished"}))
-    exe = Path(sys.executable).with_name("noisydml")
-    given = [a.replace("{finished}", str(finished)) for a in arguments]
-    out = subprocess.run([str(exe), *given], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = _command("noisydml", [a.replace("{finished}", str(finished)) for a in arguments], tmp_path)
     assert out.returncode == 1 and out.stderr.startswith(message.replace("{finished}", str(finished)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["finished"]
     assert sorted(p.name for p in finished.iterdir()) == [".hydra", "results.json"]
 
 
 def test_a_sweep_job_folder_outside_its_sweep_is_refused(tmp_path):
-    exe = Path(sys.executable).with_name("noisydml")
     sweep = tmp_path / "sweep"
     arguments = [
         "-m",
@@ -267,58 +247,37 @@ def test_a_sweep_job_folder_outside_its_sweep_is_refused(tmp_path):
         f"hydra.sweep.dir={sweep}",
         "hydra.sweep.subdir=../x",
     ]
-    out = subprocess.run([str(exe), *arguments], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = _command("noisydml", arguments, tmp_path)
     assert out.returncode == 1
     assert f"hydra.sweep.subdir puts this job in {tmp_path / 'x'}, outside its sweep's folder" in out.stderr
     assert not (tmp_path / "x" / "results.json").exists()
 
 
-def test_a_shared_cache_inside_a_run_is_refused(compose_config, tmp_path):
-    finished = tmp_path / "finished"
-    finished.mkdir()
-    (finished / "results.json").write_text(json.dumps({"status": "finished"}))
+def test_a_shared_cache_inside_a_run_is_refused(compose_config, finished):
     cfg = compose_config("noise=instance_dependent", f"noise.cache_dir={finished}/cache")
     with pytest.raises(
         BadInput, match=rf"^noise.cache_dir={finished}/cache is inside the run folder {finished}"
     ):
         train(cfg)
-    assert sorted(p.name for p in finished.iterdir()) == ["results.json"]
+    assert sorted(p.name for p in finished.iterdir()) == [".hydra", "results.json"]
 
 
-def test_a_report_or_dashboard_store_inside_a_run_is_refused(tmp_path):
-    finished = tmp_path / "finished"
-    finished.mkdir()
-    (finished / "results.json").write_text(json.dumps({"status": "finished"}))
-    report = Path(sys.executable).with_name("noisydml-report")
-    out = subprocess.run(
-        [str(report), str(tmp_path), "--out", str(finished / "r")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_a_report_or_dashboard_store_inside_a_run_is_refused(tmp_path, finished):
+    out = _command("noisydml-report", [str(tmp_path), "--out", str(finished / "r")])
     assert out.returncode != 0 and f"--out {finished / 'r'} is inside the run folder {finished}" in out.stderr
-    dashboard = Path(sys.executable).with_name("noisydml-dashboard")
-    out = subprocess.run(
-        [str(dashboard), str(tmp_path), "--store", str(finished / "s")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = _command("noisydml-dashboard", [str(tmp_path), "--store", str(finished / "s")])
     assert (
         out.returncode != 0 and f"--store {finished / 's'} is inside the run folder {finished}" in out.stderr
     )
-    assert sorted(p.name for p in finished.iterdir()) == ["results.json"]
+    assert sorted(p.name for p in finished.iterdir()) == [".hydra", "results.json"]
 
 
 def test_a_dashboard_port_already_taken_is_refused_at_once(tmp_path):
     import socket
 
-    dashboard = Path(sys.executable).with_name("noisydml-dashboard")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        out = subprocess.run(
-            [str(dashboard), str(tmp_path), "--port", str(port)], capture_output=True, text=True, timeout=120
-        )
+        out = _command("noisydml-dashboard", [str(tmp_path), "--port", str(port)])
     assert out.returncode != 0 and f"--port {port} is taken on 127.0.0.1" in out.stderr

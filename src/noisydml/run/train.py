@@ -56,15 +56,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
         # Rank 0 holds the folder for the processes of its run.
         return _train_in(cfg, run)
     # Nothing, not even the lock, is written into a folder before it is known to lie in no other run's.
-    sweep = HydraConfig.get().sweep.dir if HydraConfig.initialized() and _multirun() else None
-    check_run_folder(run, None if sweep is None else Path(sweep))
+    check_run_folder(run, _sweep_folder())
     check_output_dir(run.path)
     with run_lock(run):
         return _train_in(cfg, run)
 
 
-def _multirun() -> bool:
-    return HydraConfig.get().mode == RunMode.MULTIRUN
+def _sweep_folder() -> Path | None:
+    """The sweep folder of a sweep's job; None for a single run."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return Path(HydraConfig.get().sweep.dir)
 
 
 def _train_in(cfg: DictConfig, run: RunDir) -> dict[str, float]:

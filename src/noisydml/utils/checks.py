@@ -65,9 +65,6 @@ class Rule:
         """The rule for the same kind of value at another key (a class's parameter at its config path)."""
         return replace(self, key=key, example=example if example is not None else self.example)
 
-    def holds(self, value: Any) -> bool:
-        return _problem(self, value) is None
-
 
 def parameter_range(low: float, high: float = INF, open_low: bool = False, why: str = "") -> Rule:
     """A class parameter's range, closed at ``high``, keyed by the parameter's name (its place in a config

@@ -8,9 +8,10 @@ what it should: a negative margin no pair ever violates (the loss is 0), a negat
 easiest pairs most, an L0 "distance" with no gradient, a negative learning-rate floor. The ranges are
 declared per library class, by the path a ``_target_`` names, and found along a target's bases, so a
 subclass (noisydml's ``ContrastiveLoss`` of PML's) is held to its base's. This package's own classes check
-their ranges in their constructors (as PML's losses assert their distances), which :func:`check_built`
-calls on the config's nodes before the data are read. A margin's range depends on what the loss compares:
-a distance (``LpDistance``, from 0 up) or a similarity (``CosineSimilarity``, in [-1, 1]).
+their ranges in their constructors (as PML's losses assert their distances), which
+:func:`noisydml.run.checks.library.check_built` calls before the data are read. A margin's range depends
+on what the loss compares: a distance (``LpDistance``, from 0 up) or a similarity (``CosineSimilarity``,
+in [-1, 1]).
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from hydra.errors import InstantiationException
-from hydra.utils import get_object, instantiate
+from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from noisydml import CONFIG_DIR
@@ -135,9 +135,6 @@ ORDERS: dict[str, tuple[Ordered, ...]] = {
 SIMILARITY = "pytorch_metric_learning.distances.DotProductSimilarity"
 # Packages whose classes pass **kwargs on to their base class, so the bases' parameters are the options.
 FORWARDS_KWARGS = ("pytorch_metric_learning", "noisydml")
-# The parts the run builds from a node of its own: built once here, before the data are read, so that
-# their constructors' checks refuse a value before anything costly (the data, the noise) is done.
-BUILT_EARLY = ("loss", "miner")
 
 
 def check_classes(cfg: DictConfig) -> None:
@@ -169,37 +166,6 @@ def check_classes(cfg: DictConfig) -> None:
         _check_orders(path, node, target)
 
 
-def check_built(cfg: DictConfig) -> None:
-    """Build each part of :data:`BUILT_EARLY` once and drop it: a constructor's refusal names the key it
-    refused at its place in the config. Called before the run seeds itself, so nothing here changes what
-    the run then draws."""
-    from noisydml.run.checks.library import library_error
-
-    for section in BUILT_EARLY:
-        node = cfg.get(section)
-        if not isinstance(node, DictConfig) or "_target_" not in node:
-            continue
-        try:
-            instantiate(node)
-        except Exception as error:
-            cause = error
-            while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
-                cause = cause.__cause__
-            if hasattr(cause, "under"):
-                raise cause.under(_place(cfg, section, cause.key)) from error
-            if isinstance(cause, BadInput):
-                raise cause from error
-            raise library_error(section, node, instantiate, error) from error
-
-
-def _place(cfg: DictConfig, section: str, name: str) -> str:
-    """The node below ``section`` that holds the parameter ``name`` (a wrapped loss's, ``loss.loss``)."""
-    for path, node in target_nodes(cfg.get(section), section):
-        if name in node:
-            return path
-    return section
-
-
 def _check_ranges(path: str, node: DictConfig, target: Any) -> None:
     for name, declared in _declared(target).items():
         if name not in node or node[name] is None:
@@ -216,7 +182,9 @@ def _check_ranges(path: str, node: DictConfig, target: Any) -> None:
 def _check_orders(path: str, node: DictConfig, target: Any) -> None:
     for klass in inspect.getmro(target) if inspect.isclass(target) else ():
         for order in _orders().get(klass, ()):
-            low, high = (node[n] if n in node else _default(target, n) for n in (order.low, order.high))
+            low, high = (
+                node[n] if n in node else parameter_default(target, n) for n in (order.low, order.high)
+            )
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)):
                 continue
             if _compares_similarities(node, target):
@@ -233,18 +201,31 @@ def _check_orders(path: str, node: DictConfig, target: Any) -> None:
 
 @functools.cache
 def _orders() -> dict[Any, tuple[Ordered, ...]]:
-    return {klass: orders for path, orders in ORDERS.items() if (klass := _import(path)) is not None}
+    return _by_class(ORDERS)
 
 
-def _default(target: Any, name: str) -> Any:
-    """The value ``target`` takes for ``name`` when the key is not given (up its bases), or None."""
-    for klass in inspect.getmro(target):
-        parameter = (
-            inspect.signature(klass.__init__).parameters.get(name) if "__init__" in vars(klass) else None
-        )
+def parameter_default(target: Any, name: str) -> Any:
+    """The value ``target`` (a class, up its bases, or a function) takes for ``name`` when the key is not
+    given, or None."""
+    for function in _initializers(target):
+        try:
+            parameter = inspect.signature(function).parameters.get(name)
+        except (TypeError, ValueError):
+            continue
         if parameter is not None and parameter.default is not inspect.Parameter.empty:
             return parameter.default
     return None
+
+
+def _initializers(target: Any) -> list[Any]:
+    """What takes a node's keys: a class's ``__init__`` up its bases, or a function itself."""
+    if inspect.isclass(target):
+        return [
+            k.__dict__["__init__"]
+            for k in target.__mro__
+            if k.__dict__.get("__init__", object.__init__) is not object.__init__
+        ]
+    return [target] if callable(target) else []
 
 
 def _declared(target: type) -> dict[str, Rule | ByMetric]:
@@ -256,22 +237,21 @@ def _declared(target: type) -> dict[str, Rule | ByMetric]:
 
 @functools.cache
 def _ranges() -> dict[Any, dict[str, Rule | ByMetric]]:
-    """:data:`RANGES` by class object (a path that does not import in this environment is skipped)."""
-    found = {}
-    for path, ranges in RANGES.items():
-        klass = _import(path)
-        if klass is not None:
-            found[klass] = ranges
-    return found
+    return _by_class(RANGES)
+
+
+def _by_class(table: dict[str, Any]) -> dict[Any, Any]:
+    """A table keyed by class path, keyed by class object (a path that does not import here is skipped)."""
+    return {klass: entry for path, entry in table.items() if (klass := import_target(path)) is not None}
 
 
 def _compares_similarities(node: DictConfig, target: type) -> bool | None:
     """Whether the node's distance is a similarity (its ``distance`` node, else the class's default);
     None when it cannot be told."""
-    similarity = _import(SIMILARITY)
+    similarity = import_target(SIMILARITY)
     distance = node.get("distance") if "distance" in node else None
     if isinstance(distance, DictConfig) and "_target_" in distance:
-        klass = _import(distance["_target_"])
+        klass = import_target(distance["_target_"])
         return None if klass is None or similarity is None else issubclass(klass, similarity)
     try:
         return isinstance(target.get_default_distance(None), similarity)
@@ -281,11 +261,12 @@ def _compares_similarities(node: DictConfig, target: type) -> bool | None:
 
 def _example(target: type, name: str, key: str) -> str:
     """``key=<the class's default>``, the value the class takes when the key is not given."""
-    default = _default(target, name)
+    default = parameter_default(target, name)
     return f"{key}={default if default is not None else '...'}"
 
 
-def _import(path: str) -> Any:
+def import_target(path: str) -> Any:
+    """The object a ``_target_`` path names; None where it does not import in this environment."""
     try:
         return get_object(path)
     except Exception:
@@ -379,14 +360,8 @@ def _kind_of_default(default: Any) -> tuple | None:
 def _parameter_kinds(target: Any) -> dict[str, tuple | None]:
     """Each keyword parameter of ``target`` (a class's ``__init__`` up its bases, or a function) that
     takes only a boolean or only a list, from its annotation or else its default."""
-    functions = []
-    if inspect.isclass(target):
-        functions = [k.__dict__["__init__"] for k in target.__mro__ if "__init__" in k.__dict__]
-        functions = [f for f in functions if f is not object.__init__]
-    elif callable(target):
-        functions = [target]
     kinds: dict[str, tuple | None] = {}
-    for function in functions:
+    for function in _initializers(target):
         try:
             parameters = inspect.signature(function).parameters
         except (TypeError, ValueError):

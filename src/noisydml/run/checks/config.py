@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from noisydml.run.checks.classes import check_built, check_classes
+from noisydml.run.checks.classes import check_classes
 from noisydml.run.checks.identity import check_identity, check_method
 from noisydml.run.checks.keys import check_keys
+from noisydml.run.checks.library import check_built
 
 
 def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:

@@ -55,7 +55,7 @@ def check_folder_argument(key: str, folder: Path) -> None:
     multirun.yaml): inside no other run's folder, and a run's holding no run below it. A sweep folder may
     hold runs, its own jobs (a sweep run again skips those that finished)."""
     path = folder.resolve()
-    outer = next((parent for parent in path.parents if is_run(parent)), None)
+    outer = run_holding(path.parent)
     run = key == "hydra.run.dir"
     new = f"drop {key} for a new outputs/{'runs' if run else 'sweeps'}/<name>/<time>"
     if outer is not None:

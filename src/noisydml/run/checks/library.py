@@ -1,5 +1,7 @@
-"""What only a library can say, asked before the first step: the optimizer and the scheduler built on the
-model's parameters as Lightning will build them (:func:`check_optimization`), the Trainer built as the run
+"""What only building the parts can say, asked before the first step: the loss and the miner built from
+their nodes before the data are read, so that a constructor's refusal comes first (:func:`check_built`);
+the optimizer and the scheduler built on the model's parameters as Lightning will build them
+(:func:`check_optimization`), the Trainer built as the run
 builds it, so that Lightning resolves devices, accelerator, strategy, precision and its other flags
 against this machine now (:func:`check_trainer`, :func:`check_hardware`), and the first batch through the
 model in the run's precision (:func:`check_precision`).
@@ -11,7 +13,6 @@ A library's refusal is translated into one line naming the key, the value and a 
 from __future__ import annotations
 
 import copy
-import inspect
 import logging
 import math
 import os
@@ -21,13 +22,49 @@ from typing import Any
 
 import torch
 from hydra.errors import InstantiationException
-from hydra.utils import get_object, instantiate
+from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from torch.utils.data import default_collate
 
 from noisydml.core.hooks import hooks_of
-from noisydml.run.checks.walk import raw, shown
+from noisydml.run.checks.classes import import_target, parameter_default
+from noisydml.run.checks.walk import raw, shown, target_nodes
+from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
+
+# The parts the run builds from a node of its own: built once here, before the data are read, so that
+# their constructors' checks refuse a value before anything costly (the data, the noise) is done.
+BUILT_EARLY = ("loss", "miner")
+
+
+def check_built(cfg: DictConfig) -> None:
+    """Build each part of :data:`BUILT_EARLY` once and drop it: a constructor's refusal names the key it
+    refused at its place in the config. Called before the run seeds itself, so nothing here changes what
+    the run then draws."""
+    for section in BUILT_EARLY:
+        node = cfg.get(section)
+        if not isinstance(node, DictConfig) or "_target_" not in node:
+            continue
+        try:
+            instantiate(node)
+        except Exception as error:
+            cause = error
+            while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
+                cause = cause.__cause__
+            if isinstance(cause, BadValue):
+                raise cause.under(_place(cfg, section, cause.key)) from error
+            if isinstance(cause, BadInput):
+                raise cause from error
+            raise library_error(section, node, instantiate, error) from error
+
+
+def _place(cfg: DictConfig, section: str, name: str) -> str:
+    """The node below ``section`` that holds the parameter ``name`` (a wrapped loss's, ``loss.loss``)."""
+    for path, node in target_nodes(cfg.get(section), section):
+        if name in node:
+            return path
+    return section
+
 
 # --- Library errors -----------------------------------------------------------------------------------
 
@@ -51,22 +88,13 @@ def library_error(
                 build(trial)
         except Exception:
             continue
-        default = _default(target, str(name))
+        default = parameter_default(import_target(str(target)), str(name))
         fix = f"e.g. its default, {key}.{name}={default}" if default is not None else f"or drop {key}.{name}"
         return BadInput(
             f"{key}.{name}={shown(raw(node, str(name)))} is refused by {target} ({reason}); give a "
             f"value it takes, {fix}"
         )
     return BadInput(f"{key} ({target}) cannot be built with its keys: {reason}; change the key it names")
-
-
-def _default(target: str, name: str) -> Any:
-    try:
-        parameters = inspect.signature(get_object(target)).parameters
-    except Exception:
-        return None
-    default = parameters[name].default if name in parameters else inspect.Parameter.empty
-    return None if default is inspect.Parameter.empty else default
 
 
 # --- Optimizer, scheduler, trainer --------------------------------------------------------------------

@@ -37,8 +37,7 @@ def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
 
 def raw(cfg: Any, key: str) -> Any:
     """The value at the dotted ``key`` as written (an interpolation as its text, a node as a plain dict or
-    list),
-    :data:`ABSENT` where there is none."""
+    list), :data:`ABSENT` where there is none."""
     node = cfg
     for part in key.split("."):
         if not isinstance(node, DictConfig) or node._is_none() or part not in node:
