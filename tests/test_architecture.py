@@ -141,7 +141,7 @@ def test_imports_only_point_down():
         f"{target} (layer {LAYER[target]})"
         for module in _modules()
         for target in _imported_packages(module)
-        if target != _package(module) and LAYER[target] >= LAYER[_package(module)]
+        if target not in (_package(module), "noisydml") and LAYER[target] >= LAYER[_package(module)]
     ]
     assert not upward, "\n".join(upward)
 

@@ -87,3 +87,15 @@ def test_a_users_method_in_an_experiment_runs_under_its_own_labels(user, tmp_pat
     out = _run([*experiment, searchpath, "name=mylab", "report.figure=mylab/digits", *TINY], tmp_path, env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert _results(tmp_path, "mylab")["report"]["method"] == "Wide triplet"
+
+
+@pytest.mark.parametrize("where", ["searchpath", "config_dir"])
+def test_a_users_method_with_one_of_its_groups_replaced_is_refused_as_the_packages_are(user, tmp_path, where):
+    """``method=`` is its file's groups wherever the file is: replacing its miner would record another
+    method's run under its name."""
+    conf, env = user
+    path = [f"hydra.searchpath=[file://{conf}]"] if where == "searchpath" else ["--config-dir", str(conf)]
+    out = _run([*path, "method=mylab/wide_triplet", "miner=fixed_semihard", *TINY], tmp_path, env)
+    assert out.returncode == 1
+    refusal = "method=mylab/wide_triplet is miner=random_semihard, but miner=fixed_semihard was given"
+    assert refusal in out.stderr, out.stderr[-2000:]

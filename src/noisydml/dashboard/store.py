@@ -28,7 +28,8 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from noisydml.loggers.mlflow_names import mlflow_key
-from noisydml.loggers.run_fields import UNNAMED_PREFIXES, choice_keys, method_label, run_name, summary_fields
+from noisydml.loggers.run_fields import UNNAMED_PREFIXES, choice_keys, run_name, summary_fields
+from noisydml.utils.method_names import method_label
 from noisydml.utils.metric_names import SELECTED, selected, with_selected_names
 from noisydml.utils.run_directory import RunDir
 

@@ -6,25 +6,17 @@ in: these flat keys are those choices. The loggers write them at the top of a ru
 ``noisydml-dashboard`` reads them from ``results.json`` of runs that logged nowhere but CSV, so a run looks
 the same whichever way it reached a dashboard.
 
-A run's method is named as the report names it (``method_label``). The published methods of
-``conf/method/`` are read as the files they are: the groups each one chooses (its defaults'
-``override /loss: triplet`` lines, which preflight also holds a ``method=`` run to) and its
-``report.method`` label, so that a run choosing a method's groups without ``method=`` goes by that
-method's name where nothing else tells them apart: ``loss=triplet miner=fixed_semihard`` is "Triplet +
-fixed semi-hard", in a table and on a dashboard, as ``method=le2019/triplet_fixed_semihard`` is.
+A run's method is named as the report names it (:func:`noisydml.utils.method_names.method_label`).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-import yaml
 from hydra.core.hydra_config import HydraConfig
 
-from noisydml import CONFIG_DIR
+from noisydml.utils.method_names import method_label
 
 # Groups whose option is a choice a user makes per run (the rest, e.g. metrics=default, rarely change).
 CHOICE_GROUPS = ("dataset", "backbone", "loss", "miner", "noise", "experiment")
@@ -38,9 +30,6 @@ UNNAMED_PREFIXES = (
     "trainer.enable_progress_bar",
     "cpu_threads",
 )
-METHOD_DIR = CONFIG_DIR / "method"
-# What a method's file may hold beside its groups and still be nothing but those groups, labelled.
-_LABEL_ONLY = {"defaults", "report"}
 
 
 def choice_keys(config: Mapping, choices: Mapping[str, str | None]) -> dict:
@@ -58,18 +47,6 @@ def logged_config(config: Mapping, choices: Mapping[str, str | None]) -> dict:
     """What a run hands its loggers: the flat choice keys at the top, where a dashboard's table filters
     and groups by them, and the whole resolved config under ``cfg``."""
     return {**choice_keys(config, choices), "cfg": dict(config)}
-
-
-def method_label(config: Mapping, choices: Mapping[str, str | None]) -> str:
-    """The report's label for a published method (``report.method``), else ``method=``'s option, else the
-    label of the published method whose groups the run chose (``published_label``), else
-    ``<loss> + <miner>``: the name a run's method goes by in a table."""
-    report = config.get("report") or {}
-    if report.get("method"):
-        return str(report["method"])
-    if choices.get("method"):
-        return str(choices["method"])
-    return published_label(choices) or f"{choices.get('loss')} + {choices.get('miner')}"
 
 
 def run_name(overrides: Sequence[str], default: str) -> str:
@@ -116,55 +93,3 @@ def sweep_folder(output_dir: str | Path, subdir: str | Path) -> Path:
     """The sweep's folder of a sweep job whose folder is ``<sweep dir>/<subdir>``; ``subdir`` may have
     several parts (``method=le2019/triplet`` names a job folder inside a folder)."""
     return Path(output_dir).parents[len(Path(subdir).parts) - 1]
-
-
-def _read(path: Path) -> dict:
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
-
-
-def _groups(document: dict) -> dict[str, str]:
-    groups = {}
-    for entry in document.get("defaults") or []:
-        for key, option in entry.items() if isinstance(entry, dict) else ():
-            groups[key.removeprefix("override").strip().lstrip("/")] = str(option)
-    return groups
-
-
-def method_groups(method: str) -> dict[str, str]:
-    """The groups ``method=<method>`` chooses, ``{"loss": "triplet", "miner": "fixed_semihard"}``; empty
-    when there is no such method."""
-    return _groups(_read(METHOD_DIR / f"{method}.yaml"))
-
-
-@functools.cache
-def _labelled() -> tuple[tuple[dict[str, str], str], ...]:
-    """``(groups, label)`` of each method whose file chooses groups and labels them, and sets nothing
-    else: a run of the same groups is that method (one that also sets a key, e.g. Levi et al.'s triplet
-    on the squared distance, is not)."""
-    found = []
-    for path in sorted(METHOD_DIR.rglob("*.yaml")):
-        document = _read(path)
-        label = (document.get("report") or {}).get("method")
-        defaults = document.get("defaults") or []
-        chosen = _groups(document)
-        only_groups = all(isinstance(entry, dict) for entry in defaults) and set(document) <= _LABEL_ONLY
-        if label and chosen and only_groups:
-            found.append((chosen, str(label)))
-    return tuple(found)
-
-
-def published_label(choices: Mapping[str, Any]) -> str | None:
-    """The report label of the published method whose groups are all among a run's ``choices``, the one
-    that chooses the most of them where several do; None when none does, or when methods of different
-    labels choose the same groups (``loss=multi_similarity miner=multi_similarity`` is Levi et al.'s
-    "Multi-similarity" and Zhang et al.'s "MS")."""
-    matches = [
-        (len(chosen), label)
-        for chosen, label in _labelled()
-        if all(str(choices.get(group)) == option for group, option in chosen.items())
-    ]
-    if not matches:
-        return None
-    most = max(size for size, _ in matches)
-    labels = {label for size, label in matches if size == most}
-    return labels.pop() if len(labels) == 1 else None

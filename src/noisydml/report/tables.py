@@ -5,7 +5,7 @@ Runs are grouped by ``report.figure`` (else ``name``) and data set. Within a gro
 override that varies from run to run, preferring the axes the papers plot (``COLUMN_KEYS``); the rows
 are the remaining override combinations (seed dropped), labelled by ``report.method``, else by the label
 of the published method whose groups the runs chose (``loss=triplet miner=fixed_semihard`` is "Triplet +
-fixed semi-hard", :func:`noisydml.loggers.run_fields.published_label`), else ``<loss> + <miner>`` from Hydra's
+fixed semi-hard", :func:`noisydml.utils.method_names.published_label`), else ``<loss> + <miner>`` from Hydra's
 choices; a topline run's row says ``(topline)``. The interval is Student's t over a cell's complete
 runs, t(0.975, n - 1) * std / sqrt(n) with the sample std (ddof = 1); blank for one run. cells.csv keeps
 the std beside it.
@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from noisydml.loggers.run_fields import published_label
 from noisydml.report.collect import COMPLETE, FAILED, MISSING, Run, canonical, lookup, signature
 from noisydml.report.published import Published, find_published
 from noisydml.report.records import Group
+from noisydml.utils.method_names import published_label
 
 # The axes the papers plot against, in the order preferred when a sweep varies more than one.
 COLUMN_KEYS = ("noise.rate", "loss.match_weight", "backbone.embedding_size", "loss.age_max", "loss.mu")

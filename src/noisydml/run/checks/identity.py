@@ -27,9 +27,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml import CONFIG_DIR
-from noisydml.loggers.run_fields import method_groups
 from noisydml.run.checks.walk import ABSENT, leaves, raw, shown, target_nodes
 from noisydml.utils.errors import BadInput
+from noisydml.utils.method_names import PACKAGE_SOURCES, method_groups, sources_of
 
 # The groups whose option is part of what a run is: its data, its noise, its method (a loss and a miner).
 IDENTITY_GROUPS = ("dataset", "noise", "method", "loss", "miner", "backbone")
@@ -176,13 +176,16 @@ def _experiment(
 
 
 def check_method(choices: dict[str, str]) -> None:
-    """A published method (``method=``) is its groups' options (``override /loss: bspml``): one of them
-    replaced on the command line would record another method's run under the method's name, so it is
-    refused."""
+    """A method (``method=``, the package's or one on the run's search path) is its groups' options
+    (``override /loss: bspml``): one of them replaced on the command line would record another method's
+    run under the method's name, so it is refused."""
     method = choices.get("method")
     if not method:
         return
-    for group, option in method_groups(method).items():
+    sources = (
+        sources_of(HydraConfig.get().runtime.config_sources) if HydraConfig.initialized() else PACKAGE_SOURCES
+    )
+    for group, option in method_groups(method, sources).items():
         given = str(choices.get(group, option))
         if given != option:
             raise BadInput(
