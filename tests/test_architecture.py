@@ -150,6 +150,21 @@ def test_the_noise_package_imports_nothing_from_data():
     assert not any("data" in _imported_packages(m) for m in (PACKAGE / "noise").rglob("*.py"))
 
 
+def test_only_the_commands_compose_a_config():
+    """A config is composed only by the top layer (the commands, the report, the checks); every layer below
+    is handed built objects or values, so a part works the same called from Python."""
+    composing = [
+        f"{module.relative_to(PACKAGE)} imports hydra's {alias.name}"
+        for module in _modules()
+        if LAYER[_package(module)] < LAYER["run"]
+        for node in ast.walk(ast.parse(module.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module == "hydra"
+        for alias in node.names
+        if alias.name in ("compose", "initialize", "initialize_config_dir", "initialize_config_module")
+    ]
+    assert not composing, "\n".join(composing)
+
+
 def test_the_root_holds_only_the_package_face():
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py"]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 import layouts
-from noisydml.data.check import PUBLISHED, check, main
+from noisydml.data.check import PUBLISHED
+from noisydml.run.check_data import check, main
 
 # Each generator with 4 classes (items) x 3 images: how the data set's split divides the 12 images.
 GENERATED = {
