@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import numpy as np
@@ -15,6 +16,8 @@ from omegaconf import OmegaConf
 import layouts
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml import CONFIG_DIR
+from noisydml.report import registry
+from noisydml.report.papers import le2019
 from noisydml.run.train import train
 
 EXPERIMENTS = sorted(
@@ -132,15 +135,33 @@ def test_paper_experiments_train_on_the_whole_training_split(compose_config, tmp
 
 
 # Zhang et al. and BDML tune on a hold-out ("10% of training data as a hold-out set for validation", BDML
-# Sec. 4); their tables' runs train on the whole training split and test the last epoch.
+# Sec. 4); their tables' runs, and their CPU analogues', train on the whole training split and test the last
+# epoch: a hold-out scored once at the end would select nothing.
 TUNED_TABLES = [e for e in EXPERIMENTS if e.startswith(("zhang2023/table", "bdml/table"))]
+TUNED_ANALOGUES = [
+    f"{scale}/{name}" for scale in ("digits", "mnist5k") for name in ("zhang2023_noise", "bdml_noise")
+]
 
 
-@pytest.mark.parametrize("experiment", TUNED_TABLES)
+@pytest.mark.parametrize("experiment", TUNED_TABLES + TUNED_ANALOGUES)
 def test_tuned_tables_hold_out_in_the_trials_only(compose_config, experiment):
     cfg = compose_config(f"experiment={experiment}", tiny=False)
     assert cfg.data.val_fraction == 0
     assert cfg.tune.trials > 0 and cfg.tune.at["data.val_fraction"] == 0.1
+
+
+def _header(experiment: str) -> str:
+    """The experiment file's leading comment block, as one line."""
+    lines = (CONFIG_DIR / "experiment" / f"{experiment}.yaml").read_text().splitlines()[1:]
+    block = itertools.takewhile(lambda line: line.startswith("#"), lines)
+    return " ".join(line.removeprefix("#").strip() for line in block)
+
+
+@pytest.mark.parametrize("experiment", TUNED_ANALOGUES)
+def test_tuned_analogues_say_they_train_on_every_training_item(experiment):
+    header = _header(experiment)
+    assert re.search(r"train on every training (?:digit|image)", header), header
+    assert "left after the hold-out" not in header
 
 
 # The CPU analogues that select nothing train on every training image, as their papers; Yu et al.'s keep a
@@ -238,3 +259,35 @@ def test_a_header_counts_the_jobs_its_sweep_launches(experiment):
     GlobalHydra.instance().clear()
     params = OmegaConf.to_container(cfg.hydra.sweeper.params)
     assert len(NoisydmlSweeper.expand(params, [])) == STATED_JOBS[experiment]
+
+
+# The CPU reproductions (make reproduce-*): each registers its confirmatory seeds in its file before it runs.
+REPRODUCTIONS = [
+    e
+    for e in EXPERIMENTS
+    if e.startswith(("digits/", "mnist5k/"))
+    or e.startswith(("noisy_dml/digits_", "noisy_dml/mnist1d_", "noisy_dml/mnist5k_"))
+]
+
+
+@pytest.mark.parametrize("experiment", REPRODUCTIONS)
+def test_a_reproduction_registers_its_seeds_apart_from_the_pilot_that_sized_them(compose_config, experiment):
+    cfg = compose_config(f"experiment={experiment}", tiny=False)
+    seeds, pilot = list(cfg.report.seeds), list(cfg.report.pilot or [])
+    assert seeds and not set(seeds) & set(pilot), (seeds, pilot)
+    found = registry.registrations()[cfg.report.figure]
+    assert (found.experiment, list(found.seeds), list(found.pilot)) == (experiment, seeds, pilot)
+    # A claims reproduction runs its registered seeds; a comparison may still run its pilot, read as
+    # exploratory until its confirmatory run.
+    assert list(found.swept) == seeds or (experiment.startswith("noisy_dml/") and list(found.swept) == pilot)
+
+
+@pytest.mark.parametrize("experiment", ["digits/le2019_noise", "mnist5k/le2019_noise"])
+def test_le_analogues_run_the_rate_the_guarantee_names(experiment):
+    rates = NoisydmlSweeper.expand({"noise.rate": _swept(experiment, "noise.rate")}, [])
+    assert [f"noise.rate={le2019.GUARANTEE_RATE}"] in rates
+
+
+def _swept(experiment: str, key: str) -> str:
+    text = (CONFIG_DIR / "experiment" / f"{experiment}.yaml").read_text()
+    return re.search(rf"\n\s+{re.escape(key)}: ([^\n]+)\n", text)[1]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from noisydml.report import claims, papers
+from noisydml.report import claims, papers, registry
 from noisydml.report.claims import readme as tables
 from noisydml.report.claims.verdicts import compare, judge, outcome
 from noisydml.report.detection import METHOD_INPUTS
@@ -61,7 +61,9 @@ def test_the_readme_answers_first_a_row_per_paper_and_per_claim_one_word_a_cell(
             by_paper[paper] = [row]
         else:
             by_paper[paper].append(row)
-            assert {row[1], row[2].rstrip(" |")} <= set(tables.WORDS), row
+            assert {row[1].removesuffix(tables.MARK), row[2].rstrip(" |").removesuffix(tables.MARK)} <= set(
+                tables.WORDS
+            ), row
     with_claims = [p for p in papers.papers() if p.claims]
     assert len(by_paper) == len(with_claims)
     for (head, *claim_rows), paper in zip(by_paper.values(), with_claims, strict=True):
@@ -74,7 +76,7 @@ def test_the_readme_answers_first_a_row_per_paper_and_per_claim_one_word_a_cell(
             counted = dict(
                 (w, int(n)) for n, w in (part.split(" ", 1) for part in head[column].rstrip(" |").split(", "))
             )
-            words = [r[column].rstrip(" |") for r in claim_rows]
+            words = [r[column].rstrip(" |").removesuffix(tables.MARK) for r in claim_rows]
             assert counted == {w: words.count(w) for w in tables.WORDS if w in words}
     # The full quotes and the intervals are in the detail, not here.
     assert "“" not in readme and "[−" not in readme
@@ -90,6 +92,74 @@ def test_one_word_per_claim_from_its_experiments_verdicts() -> None:
     assert tables.word(rows("inconclusive", "contradicted")) == "contradicted"
     assert tables.word(rows("not evaluated (stand-in)", "not evaluated (extension)")) == "not evaluated"
     assert tables.word([]) == "not evaluated"
+
+
+def _claim(claim_id: str) -> claims.Claim:
+    return next(c for c in papers.claims() if c.id == claim_id)
+
+
+def test_a_cell_whose_experiment_departs_from_its_paper_carries_a_mark() -> None:
+    def rows(experiment: str, verdict: str, *comparisons: str) -> list[dict]:
+        return [{"experiment": experiment, "claim_verdict": verdict, "comparison": c} for c in comparisons]
+
+    # Contradicted where BSPML's weights do not see the noise: the word stands, marked.
+    zhang = _claim("zhang2023-noise")
+    digits = rows("zhang2023/digits [digits]", "contradicted", "BSPML vs Margin, noise.rate=0.1")
+    assert tables.cell(zhang, digits) == f"contradicted{tables.MARK}"
+    assert tables.cell(zhang, rows("zhang2023/cub [cub]", "contradicted", "x")) == "contradicted"
+    # An analogue that cannot show the claim: not evaluated, marked, whatever its comparisons say.
+    yu = _claim("yu2018-trade-off")
+    assert tables.cell(yu, rows("yu2018/digits [digits]", "inconclusive", "λ=0.1 vs λ=0")) == (
+        f"not evaluated{tables.MARK}"
+    )
+    assert tables.cell(yu, rows("yu2018/fig4_mnist [mnist]", "held", "λ=0.1 vs λ=0")) == "held"
+    # A rate not run: marked until the runs have it.
+    guarantee = _claim("le2019-guarantee-50")
+    assert tables.cell(guarantee, rows("le2019/digits [digits]", "held", "p=0.2", "p=0.4")) == (
+        f"held{tables.MARK}"
+    )
+    at_half = rows("le2019/digits [digits]", "held", "p=0.4: random vs threshold 0.9", "p=0.5: random vs x")
+    assert tables.cell(guarantee, at_half) == "held"
+    # An experiment that does not decide the claim carries no mark.
+    assert tables.cell(zhang, rows("zhang2023/digits [digits]", "not evaluated", "")) == "not evaluated"
+
+
+def test_the_claims_detail_says_what_a_marked_verdict_rests_on() -> None:
+    detail = tables.detail(RESULTS)
+    assert (
+        f"{tables.MARK} digits, zhang2023/digits [digits]: contradicted on an analogue where BSPML's weights "
+        "do not see the noise" in detail
+    )
+    assert (
+        f"{tables.MARK} digits, yu2018/digits [digits]: not evaluated: the analogue cannot show it" in detail
+    )
+    assert (
+        f"| **not evaluated**{tables.MARK} (its comparisons: inconclusive) | digits | yu2018/digits" in detail
+    )
+
+
+def test_a_verdict_on_seeds_other_than_the_registered_ones_is_marked() -> None:
+    pilot = registry.unregistered("zhang2023/mnist5k", set(range(6)))
+    assert (
+        pilot is not None and "on its pilot's seeds (0-5)" in pilot.reason and "exploratory" in pilot.reason
+    )
+    registered = set(registry.registrations()["zhang2023/mnist5k"].seeds)
+    assert registry.unregistered("zhang2023/mnist5k", registered) is None
+    assert "on other seeds" in registry.unregistered("zhang2023/mnist5k", registered | {99}).reason
+    # Every committed verdict whose runs are not its experiment's registered seeds carries the mark.
+    marked = 0
+    for key, _, _ in tables.REPRODUCTIONS:
+        rows = tables.read_rows(RESULTS / key / "claims.csv") or []
+        for claim in papers.claims():
+            mine = tables._rows_of(rows, claim)
+            for first in tables._by_experiment(mine):
+                figure = first["experiment"].split(" [")[0]
+                ran = registry.ran([r for r in mine if r["experiment"] == first["experiment"]])
+                found = registry.registrations().get(figure)
+                if found and ran and ran != set(found.seeds) and first["claim_verdict"] in tables.DECIDING:
+                    assert tables.cell(claim, mine).endswith(tables.MARK), (key, claim.id, figure)
+                    marked += 1
+    assert marked > 0
 
 
 @pytest.mark.slow
@@ -122,7 +192,8 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
     (folder / "stamp.json").write_text(json.dumps(stamp))
     text = tables.block(tmp_path)
     row = next(line for line in text.splitlines() if line.startswith(f"| {claim.text}"))
-    assert row == f"| {claim.text} | held | ? |"  # MNIST-5k has no file
+    # MNIST-5k has no file; 8 seeds are not the 30 levi2021/digits registers: marked.
+    assert row == f"| {claim.text} | held{tables.MARK} | ? |"
     assert (
         "| **Levi et al. 2021** ([detail](results/claims.md#levi-et-al-2021)) | 1 held, 2 not evaluated | "
         in text
@@ -130,9 +201,10 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
     # The detail: the verdict first, the comparison it rests on, the halves, the paper's sentence.
     detail = tables.detail(tmp_path)
     assert (
-        "| **held** | digits | levi2021/digits [digits] | noise.rate=0 +10.62 [+9.74, +11.51] | held / held |"
-        in detail
+        f"| **held**{tables.MARK} | digits | levi2021/digits [digits] | noise.rate=0 +10.62 [+9.74, +11.51] "
+        "| held / held |" in detail
     )
+    assert f"{tables.MARK} digits, levi2021/digits [digits]: held on other seeds (0-7)" in detail
     assert f"The paper: “{claim.quote}”" in detail and "## Levi et al. 2021" in detail
     # The stamp in a line: commit, CPU, numerics, seeds as counts; the wall time against the budget.
     assert (

@@ -900,30 +900,62 @@ def le_runs(root: Path, values: dict, pretrained: bool = False, dataset: str = "
 
 
 @pytest.mark.parametrize(
-    ("noisy", "status"),
+    ("noisy", "fixed", "status"),
     [
-        ((0.95, 0.96, 0.94), claims.HELD),  # ratios 0.95, 0.96, 0.94: above 0.9 on every seed
-        ((0.80, 0.82, 0.78), claims.CONTRADICTED),  # 0.80, 0.82, 0.78: below
-        ((0.95, 0.85, 0.92), claims.INCONCLUSIVE),  # mean 0.907, sd 0.05: the interval spans 0.9
+        # Random semi-hard's ratios 0.95, 0.96, 0.94 above 0.9 on every seed, fixed's 0.80 below it at 50%.
+        ((0.95, 0.96, 0.94), (0.80, 0.82, 0.78), claims.HELD),
+        # Random below the bar.
+        ((0.80, 0.82, 0.78), (0.80, 0.82, 0.78), claims.CONTRADICTED),
+        # Both clear the bar at 50%: it separates nothing of what the sentence sets apart.
+        ((0.95, 0.96, 0.94), (0.95, 0.96, 0.94), claims.CONTRADICTED),
+        # Random's mean 0.907, sd 0.05: the interval spans 0.9.
+        ((0.95, 0.85, 0.92), (0.80, 0.82, 0.78), claims.INCONCLUSIVE),
     ],
 )
 @pytest.mark.slow
-def test_random_semihard_keeps_the_guarantee_to_50_percent(tmp_path: Path, noisy: tuple, status: str) -> None:
+def test_random_semihard_keeps_the_guarantee_at_50_percent_where_fixed_does_not(
+    tmp_path: Path, noisy: tuple, fixed: tuple, status: str
+) -> None:
     # Topline 1.0 on every seed, so the ratio is the noisy Recall@1; p = 0.6 is past the claim's range.
-    le_runs(
-        tmp_path,
-        {
-            ("random_semihard", "uniform", 0.4): noisy,
-            ("random_semihard", "topline", 0.4): (1.0,) * 3,
-            ("random_semihard", "uniform", 0.6): (0.1,) * 3,
-            ("random_semihard", "topline", 0.6): (1.0,) * 3,
-        },
-    )
+    values = {("random_semihard", "topline", p): (1.0,) * 3 for p in (0.4, 0.5, 0.6)}
+    values |= {
+        ("random_semihard", "uniform", 0.4): (0.95, 0.96, 0.94),
+        ("random_semihard", "uniform", 0.5): noisy,
+    }
+    values |= {("random_semihard", "uniform", 0.6): (0.1,) * 3, ("fixed_semihard", "uniform", 0.5): fixed}
+    values |= {("fixed_semihard", "topline", 0.5): (1.0,) * 3, ("fixed_semihard", "uniform", 0.4): (0.1,) * 3}
+    values |= {("fixed_semihard", "topline", 0.4): (1.0,) * 3}
+    le_runs(tmp_path, values)
     verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["le2019-guarantee-50"]
     assert on_all_seeds(verdict) == status
-    (comparison,) = verdict.comparisons
-    assert comparison.what == "p=0.4"
-    assert comparison.result.effect == pytest.approx(sum(noisy) / 3 - le2019.GOOD_RATIO)
+    at = {c.what: c for c in verdict.comparisons}
+    assert sorted(at) == [
+        "p=0.4: Triplet + random semi-hard vs threshold 0.9",
+        "p=0.5: Triplet + random semi-hard vs threshold 0.9",
+        "p=0.5: threshold 0.9 vs Triplet + fixed semi-hard",
+    ]
+    assert at["p=0.5: Triplet + random semi-hard vs threshold 0.9"].result.effect == pytest.approx(
+        sum(noisy) / 3 - le2019.GOOD_RATIO
+    )
+    assert at["p=0.5: threshold 0.9 vs Triplet + fixed semi-hard"].result.effect == pytest.approx(
+        le2019.GOOD_RATIO - sum(fixed) / 3
+    )
+
+
+@pytest.mark.slow
+def test_the_guarantee_is_not_evaluated_without_the_rate_its_sentence_names(tmp_path: Path) -> None:
+    values = {
+        (m, "topline", p): (1.0,) * 3 for m in ("random_semihard", "fixed_semihard") for p in (0.2, 0.4)
+    }
+    values |= {
+        (m, "uniform", p): (0.95, 0.96, 0.94)
+        for m in ("random_semihard", "fixed_semihard")
+        for p in (0.2, 0.4)
+    }
+    le_runs(tmp_path, values)
+    verdict = {v.claim.id: v for v in claims.evaluate(group_runs(collect([tmp_path])))}["le2019-guarantee-50"]
+    assert verdict.status == claims.NOT_EVALUATED
+    assert "no p = 0.5, the rate the sentence names" in verdict.detail
 
 
 @pytest.mark.parametrize(

@@ -103,7 +103,7 @@ def test_an_experiment_runs_its_sweep_and_relabelled_departures(compose_choices,
             r"sweeps method over le2019/triplet_random_semihard,.* but method=zhang2023/rdml",
         ),
         (["noise=nearest_class"], r"sweeps noise over uniform,topline, but noise=nearest_class was given"),
-        (["noise.rate=0.5"], r"sweeps noise.rate over 0,0.2,0.4,0.6, but noise.rate=0.5 was given"),
+        (["noise.rate=0.3"], r"sweeps noise.rate over 0,0.2,0.4,0.5,0.6, but noise.rate=0.3 was given"),
         (["seed=999"], r"sweeps seed over 0,1,.*,11, but seed=999 was given"),
         # The method's settings and backbone, the labels it trains on, the report's labels: its identity.
         (["loss.margin=0.5"], r"is loss.margin=0.2, but loss.margin=0.5 was given"),

@@ -140,6 +140,22 @@ class Group:
 
 
 @dataclass(frozen=True)
+class Departure:
+    """A way the experiments ``on`` (``report.figure``) depart from the paper that could decide the claim's
+    verdict there: a stand-in, a mechanism that does not act, a rate not run. The README marks the claim's
+    cell where such an experiment decides it, and the claim's detail says ``reason``, which follows the
+    verdict in a sentence ("contradicted on an analogue where ..."). ``evaluates``: False where the
+    analogue cannot show the claim at all, so the verdict there reads ``not evaluated: <reason>``.
+    ``applies``: of the committed rows of the claim in one such experiment (``claims.csv``'s), whether the
+    departure is true of them (a rate the runs have since run lifts it); always, unless given."""
+
+    on: tuple[str, ...]
+    reason: str
+    evaluates: bool = True
+    applies: Callable[[list[dict]], bool] | None = None
+
+
+@dataclass(frozen=True)
 class Claim:
     """A claim: our reading of it (``text``), the rule that checks it, what runs it needs, and the
     paper's own sentence (``quote``, exact; excerpts of one passage joined by `` [...] ``). ``extension``
@@ -147,7 +163,8 @@ class Claim:
     backbone, a rate where the paper's own table has the claim fail), or ``""`` when the paper states it
     there. ``about``: the experiments (``report.figure``) the quoted passage is about, where the claim is
     judged; empty, every experiment that runs its methods. A sweep of no paper's experiment (a user's own)
-    is judged by every claim (``claims.verdicts.judged_on``)."""
+    is judged by every claim (``claims.verdicts.judged_on``). ``rests_on``: the departures of its
+    experiments that could decide its verdict there, which the README marks (:class:`Departure`)."""
 
     id: str
     paper: str
@@ -158,6 +175,7 @@ class Claim:
     quote: str = ""
     extension: Callable[[Group, Comparison], str] | None = None
     about: tuple[str, ...] = ()
+    rests_on: tuple[Departure, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from statistics import median
 
-from noisydml.report import papers
+from noisydml.report import papers, registry
 from noisydml.report.claims.render import RATES
 from noisydml.report.collect import method_config
 from noisydml.report.detection import METHOD_INPUTS
-from noisydml.report.records import Paper
+from noisydml.report.records import Claim, Departure, Paper
 
 # A comparison's detection table (scripts/publish_results.py): the kNN vote's AUC on the inputs per setting.
 DETECTION = "detection.csv"
@@ -74,6 +74,8 @@ DECIDING = {
     "underpowered": UNDECIDED,
 }
 WIDTH = 110
+# A cell whose experiment departs from its paper in a way that could decide the verdict (Claim.rests_on).
+MARK = "†"
 
 
 def wrap(text: str) -> list[str]:
@@ -98,6 +100,33 @@ def word(rows: list[dict]) -> str:
     if CONTRADICTED in decided:
         return CONTRADICTED
     return HELD if all(w == HELD for w in decided) else UNDECIDED
+
+
+def departures(claim: Claim, rows: list[dict]) -> list[tuple[Departure, dict]]:
+    """The claim's departures (``Claim.rests_on``) that apply to an experiment of ``rows`` (the claim's rows
+    on one reproduction) whose verdict is decided, and its runs' seeds where they are not the experiment's
+    registered ones (:mod:`noisydml.report.registry`), each with that experiment's first row."""
+    found = []
+    for first in _by_experiment(rows):
+        if first["claim_verdict"] not in DECIDING:
+            continue
+        figure = first["experiment"].split(" [")[0]
+        mine = [r for r in rows if r["experiment"] == first["experiment"]]
+        for departure in claim.rests_on:
+            if figure in departure.on and (departure.applies is None or departure.applies(mine)):
+                found.append((departure, first))
+        if (seeds := registry.unregistered(figure, registry.ran(mine))) is not None:
+            found.append((seeds, first))
+    return found
+
+
+def cell(claim: Claim, rows: list[dict]) -> str:
+    """The claim's word on one reproduction (``word``), where an experiment whose departure leaves the claim
+    unshown counts as not testing it, and ``MARK`` after it when a departure applies."""
+    departed = departures(claim, rows)
+    unshown = {first["experiment"] for departure, first in departed if not departure.evaluates}
+    found = word([r for r in rows if r["experiment"] not in unshown])
+    return found + (MARK if departed else "")
 
 
 def _by_experiment(rows: list[dict]) -> list[dict]:
@@ -127,7 +156,9 @@ def block(results: Path, link: Callable[[Paper], str] | None = None) -> str:
             "`held`: in every experiment that tests it, each comparison's 95% interval lies on the paper's "
             "side, on all the seeds and on each half of them; `contradicted`: one lies on the other side "
             "after Holm's adjustment, likewise; `undecided`: neither, or not on both halves; `not "
-            "evaluated`: no run here tests it. The comparisons, their intervals and the papers' sentences: "
+            f"evaluated`: no run here tests it; `{MARK}`: its experiment departs from the paper in a way "
+            "that could decide it (the detail says how). The comparisons, their intervals and the papers' "
+            "sentences: "
             + (
                 "below, and on each paper's page."
                 if link
@@ -250,7 +281,9 @@ def _answer(
                 f"| **{_md(paper.title)}** ([detail]({link(paper)})) | " + " | ".join(counted) + " |"
             )
         for claim in paper.claims:
-            cells = [word(_rows_of(rows, claim)) if rows is not None else NOT_RUN for *_, rows in columns]
+            cells = [
+                cell(claim, _rows_of(rows, claim)) if rows is not None else NOT_RUN for *_, rows in columns
+            ]
             lines.append(f"| {_md(_claim_text(columns, claim))} | " + " | ".join(cells) + " |")
     return lines
 
@@ -285,7 +318,7 @@ def _claim_text(columns: list, claim) -> str:
 def _counts(rows: list[dict] | None, claims) -> str:
     if rows is None:
         return NOT_YET
-    counted = Counter(word(_rows_of(rows, claim)) for claim in claims)
+    counted = Counter(cell(claim, _rows_of(rows, claim)).removesuffix(MARK) for claim in claims)
     return ", ".join(f"{counted[w]} {w}" for w in WORDS if counted[w])
 
 
@@ -326,6 +359,7 @@ def paper_claims(key: str, results: Path) -> list[str]:
     columns = _columns(results)
     lines = []
     for claim in paper.claims:
+        notes = []
         lines += [f"**{_claim_text(columns, claim)}**", ""]
         if claim.quote:
             lines += [f"The paper: “{claim.quote}”", ""]
@@ -338,6 +372,9 @@ def paper_claims(key: str, results: Path) -> list[str]:
                 lines.append(f"| {NOT_YET} | {title} | | | |")
                 continue
             mine = _rows_of(rows, claim)
+            departed: dict[str, list[Departure]] = {}
+            for departure, first in departures(claim, mine):
+                departed.setdefault(first["experiment"], []).append(departure)
             # An experiment that runs none of the claim's methods (bdml/digits under Le & Odobez's) says
             # nothing of it; it is listed only when no experiment does.
             experiments = _by_experiment(mine)
@@ -350,12 +387,30 @@ def paper_claims(key: str, results: Path) -> list[str]:
                     f"{first['claim_half_a']} / {first['claim_half_b']}" if first.get("claim_half_a") else ""
                 )
                 verdict = f"**{first['claim_verdict']}**"
+                found = departed.get(first["experiment"], [])
+                notes += [
+                    f"{MARK} {title}, {first['experiment']}: {_departure_text(d, first)}" for d in found
+                ]
+                if any(not d.evaluates for d in found):
+                    verdict = f"**{NOT_EVALUATED}**{MARK} (its comparisons: {first['claim_verdict']})"
+                elif found:
+                    verdict += MARK
                 if first.get("extension_verdict"):
                     verdict += f" (extension: {first['extension_verdict']})"
                 experiment = first["experiment"] or "no experiment"
                 lines.append(f"| {verdict} | {title} | {_md(experiment)} | {_md(ours)} | {_md(halves)} |")
         lines.append("")
+        if notes:
+            lines += [*(f"{note}  " for note in notes[:-1]), notes[-1], ""]
     return lines
+
+
+def _departure_text(departure: Departure, first: dict) -> str:
+    """The verdict and what it rests on, in a sentence: "contradicted on an analogue where ...", or where the
+    analogue cannot show the claim, "not evaluated: ..."."""
+    if departure.evaluates:
+        return f"{first['claim_verdict']} {departure.reason}"
+    return f"{NOT_EVALUATED}: {departure.reason}"
 
 
 def stamp_line(folder: Path, rows: list[dict] | None, command: str) -> str:

@@ -21,11 +21,12 @@ import pkgutil
 from collections.abc import Callable
 from pathlib import Path
 
-from noisydml.report.records import Axis, Cite, Claim, Diagnostic, Paper
+from noisydml.report.records import Axis, Cite, Claim, Departure, Diagnostic, Paper
 
 __all__ = [
     "Axis",
     "Cite",
+    "Departure",
     "Diagnostic",
     "Paper",
     "axis",
