@@ -250,10 +250,12 @@ def _replay(row: dict[str, str], folder: Path) -> dict[str, str]:
 
 
 def _one_per_family(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """A run of each method family (the paper of ``method=``) at its experiment's first seed and setting."""
+    """A run of each method family (the paper of ``method=``; the loss, for runs of no method) at its first
+    experiment, setting and seed."""
     chosen: dict[str, dict[str, str]] = {}
     for row in sorted(rows, key=lambda r: (r["experiment"], r["noise"], r["noise_rate"], r["seed"])):
-        chosen.setdefault(row["method"].split("/")[0], row)
+        family = row["method"].split("/")[0] or str(json.loads(row["choices"]).get("loss"))
+        chosen.setdefault(family, row)
     return list(chosen.values())
 
 

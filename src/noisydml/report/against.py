@@ -65,18 +65,20 @@ class Against:
     new: list[str] = field(default_factory=list)
 
 
-def place(mine: list[Run], board_rows: list[dict[str, str]]) -> tuple[list[Run], list[str]]:
-    """The user's finished runs as jobs of the board's sweep, and a warning line per difference that
-    does not refuse them (numerics, a setting the board lacks, a protocol key). Raises ``ValueError``, in
-    one line, for a run on other data or other noisy labels than the board's, a run of no experiment, and a
-    method the board already has."""
+def place(
+    mine: list[Run], mine_rows: list[dict[str, str]], board_rows: list[dict[str, str]]
+) -> tuple[list[Run], list[str]]:
+    """The user's finished runs (and their rows) as jobs of the board's sweep, and a warning line per
+    difference that does not refuse them (numerics, a setting the board lacks, a protocol key). Raises
+    ``ValueError``, in one line, for a run on other data or other noisy labels than the board's, a run of no
+    experiment, and a method the board already has."""
     by_setting: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for row in board_rows:
         by_setting[tuple(row[key] for key in SETTING)].append(row)
     committed = {row["method"] for row in board_rows}
     experiments = sorted({row["experiment"] for row in board_rows})
     placed, warnings = [], []
-    for run, row in zip(mine, rows_of(mine), strict=True):
+    for run, row in zip(mine, mine_rows, strict=True):
         where = f"noise={row['noise']} noise.rate={row['noise_rate']} seed={row['seed']}"
         if not row["experiment"]:
             raise ValueError(
@@ -279,7 +281,8 @@ def write_against(
     board_rows = read_runs(board)
     if not board_rows:
         raise ValueError(f"{board} holds no committed run")
-    placed, warnings = place(mine, board_rows)
+    mine_rows = rows_of(mine)
+    placed, warnings = place(mine, mine_rows, board_rows)
     if not placed:
         raise ValueError(
             f"none of the runs under {', '.join(map(str, paths))} has a committed run to pair with"
@@ -290,7 +293,7 @@ def write_against(
     directory.mkdir(parents=True, exist_ok=True)
     runs = [run_of(row) for row in board_rows] + placed
     verdicts = draw_verdicts(runs, directory, interval)
-    write_runs(rows_of(mine), directory)
+    write_runs(mine_rows, directory)
     groups = group_runs(runs)
     with interval_kind(interval):
         board_found = board_comparisons(groups, new)

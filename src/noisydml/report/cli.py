@@ -329,10 +329,11 @@ def _against(args: argparse.Namespace) -> int:
         sys.exit(f"noisydml-report: {error}")
     for line in found.warnings:
         print(f"warning: {line}")
-    for line in [*rank_lines(found.ranks), *own_lines(found)]:
-        print(line.replace("**", ""))
-    for line in comparisons.summary_lines(found.board):
-        print(line.replace("**", ""))
+    print(*rank_lines(found.ranks), sep="\n")
+    print("\nagainst its baselines and the reference, as the reproduction judges them (comparisons.csv):")
+    print(*(line.replace("**", "") for line in own_lines(found)), sep="\n")
+    print("\nagainst each committed method (board.csv):")
+    print(*(line.replace("**", "") for line in comparisons.summary_lines(found.board)), sep="\n")
     print(
         f"\nagainst {args.against}: {found.directory / 'against.md'}; board.csv (against each committed "
         f"method), comparisons.csv (the reproduction's, with {', '.join(found.new)} in it), ranks.csv"
