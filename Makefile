@@ -193,14 +193,14 @@ reproduce-noisy-dml-mnist1d: install
 		SWEEPS="$(addprefix outputs/reproduce/,$(NOISY_DML_MNIST1D))" \
 		STARTED=$$(cat outputs/reproduce/noisy_dml_mnist1d.started)
 
-## One report over a reproduction's sweeps (outputs/reports/<name>/), its claims.csv (or comparisons.csv)
-## copied to results/<name>/ with stamp.json (commit, CPU, numerics, versions, seeds:
-## scripts/publish_results.py), and the README's answer and results/claims.md redrawn from results/
-## (scripts/readme_tables.py). Commit results/ and README.md together.
+## One report over a reproduction's sweeps (outputs/reports/<name>/); its finished runs written to
+## results/<name>/runs.csv and its claims.csv (or comparisons.csv) drawn from that file, with stamp.json
+## (commit, CPU, numerics, versions, seeds: scripts/publish_results.py); and the README's answer and
+## results/claims.md redrawn from results/ (scripts/readme_tables.py). Commit results/ and README.md together.
 SWEEPS ?=
 publish/%: install
 	@$(BIN)/noisydml-report $(SWEEPS) --name $*
-	@$(BIN)/python scripts/publish_results.py $* outputs/reports/$* $(SWEEPS) \
+	@$(BIN)/python scripts/publish_results.py $* $(SWEEPS) \
 		$(if $(STARTED),--started $(STARTED) --jobs $(JOBS))
 	@$(BIN)/python scripts/readme_tables.py
 

@@ -1,15 +1,18 @@
-"""Copy a reproduction's verdicts into the committed results folder, stamped with where they came from.
+"""Publish a reproduction: its finished runs, the verdicts drawn from them, and where they came from.
 
-    python scripts/publish_results.py digits outputs/reports/digits outputs/reproduce/digits/*
+    python scripts/publish_results.py digits outputs/reproduce/digits/*
 
-writes ``results/<reproduction>/claims.csv`` (or ``comparisons.csv`` for a comparison of methods, which
-has no claims) and ``detection.csv`` (where the report has one) from the report folder; ``tuning.json``, the
-values scripts/reproduce.py tuned for each sweep that tuned any (``{"<group>/<experiment>": its sweep's
+writes into ``results/<reproduction>/``: ``runs.csv`` (``runs.csv.gz`` when large), a row per finished run
+of the sweeps (``noisydml.report.board``); then, read back from that file alone, ``claims.csv`` (or
+``comparisons.csv`` for a comparison of methods, which has no claims) and ``detection.csv`` (where the runs
+have detection scores), the files a report over the sweeps writes; ``tuning.json``, the values
+scripts/reproduce.py tuned for each sweep that tuned any (``{"<group>/<experiment>": its sweep's
 tuning.json}``), so that a re-run elsewhere can tell a tuning difference from a numeric one; and
-``results/<reproduction>/stamp.json``: the commit (and whether
-the tree had changes), the CPU model and numerics mode, the library versions and the seeds, as the runs'
-own results.json record them (each distinct value once, so a mixed set of runs shows it is mixed). The
-Makefile's reproduce targets call it; scripts/readme_tables.py draws the README's table from these files.
+``stamp.json``: the commit (and whether the tree had changes), the CPU model and numerics mode, the library
+versions and the seeds, as runs.csv records them (each distinct value once, so a mixed set of runs shows it
+is mixed). The Makefile's reproduce targets call it; scripts/readme_tables.py draws the README's table from
+these files, and ``noisydml-report MY_SWEEP --against results/<reproduction>`` compares a new method with
+runs.csv's runs.
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from noisydml.utils.run_directory import FINISHED, LEGACY_FINISHED
+from noisydml.report.board import draw_verdicts, read_runs, rows_of, runs_of, write_runs
+from noisydml.report.collect import FAILED, MISSING, collect
 
 RESULTS = Path("results")
-# What a report writes that the results folder keeps: the claims, else the comparisons, and how well
+# What the results folder keeps of what the runs decide: the claims, else the comparisons, and how well
 # each method and the kNN vote on the inputs find the flipped labels.
 KEPT = ("claims.csv", "comparisons.csv", "detection.csv")
 # The tables one of which a report must have.
@@ -42,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "reproduction", help="the folder name under results/ (digits, mnist5k, noisy_dml_cpu)"
     )
-    parser.add_argument("report", type=Path, help="the report folder (outputs/reports/<name>)")
-    parser.add_argument("sweeps", nargs="+", type=Path, help="the sweep folders whose runs the report read")
+    parser.add_argument("sweeps", nargs="+", type=Path, help="the sweep folders of the reproduction")
     parser.add_argument("--results", type=Path, default=RESULTS, help="the results folder (default results/)")
     parser.add_argument(
         "--started",
@@ -59,46 +63,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, help="how many runs the reproduction ran at a time")
     args = parser.parse_args(argv)
 
-    # A table with no row (no claim of the papers applies to a comparison of methods) is not kept.
-    kept = [name for name in KEPT if len(_lines(args.report / name)) > 1]
-    if not set(kept) & set(VERDICTS):
-        parser.error(f"{args.report} has neither {' nor '.join(VERDICTS)}: run noisydml-report first")
+    runs = collect(args.sweeps)
+    unfinished = [run for run in runs if run.status in (FAILED, MISSING)]
+    if unfinished:
+        print(
+            f"{args.reproduction}: {len(unfinished)} jobs did not finish (the report's jobs.csv lists them); "
+            "the verdicts are drawn from the finished runs alone",
+            file=sys.stderr,
+        )
     target = args.results / args.reproduction
     target.mkdir(parents=True, exist_ok=True)
     for name in (*KEPT, TUNING):
         (target / name).unlink(missing_ok=True)
-    for name in kept:
-        shutil.copyfile(args.report / name, target / name)
+    runs_path = write_runs(rows_of(runs), target)
+    rows = read_runs(runs_path)
+    with tempfile.TemporaryDirectory() as drawn:
+        draw_verdicts(runs_of(rows), Path(drawn))
+        # A table with no row (no claim of the papers applies to a comparison of methods) is not kept.
+        kept = [name for name in KEPT if len(_lines(Path(drawn) / name)) > 1]
+        if not set(kept) & set(VERDICTS):
+            sweeps = " ".join(map(str, args.sweeps))
+            parser.error(f"the runs under {sweeps} decide no claim and no comparison")
+        for name in kept:
+            shutil.copyfile(Path(drawn) / name, target / name)
     if tuning := tuning_of(args.sweeps):
         (target / TUNING).write_text(json.dumps(tuning, indent=2, sort_keys=True) + "\n")
-    stamp = stamp_of(args.sweeps)
+    stamp = stamp_of(rows)
     if args.started is not None or args.wall_s is not None:
         # The runs and their reports; this step (a report over all sweeps) adds a minute or two.
         stamp["wall_s"] = args.wall_s if args.wall_s is not None else round(time.time() - args.started)
         stamp["cores"] = os.cpu_count()
         stamp["jobs"] = args.jobs
     (target / STAMP).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
-    print(f"{args.reproduction}: {', '.join(kept)} and {STAMP} in {target}")
+    print(f"{args.reproduction}: {runs_path.name}, {', '.join(kept)} and {STAMP} in {target}")
     return 0
 
 
-def stamp_of(sweeps: list[Path]) -> dict:
-    """Commit, CPU, numerics, versions and seeds of every complete run under ``sweeps``: ``commit`` is the
-    one the runs trained at (each results.json records it), ``published_at`` the checkout that wrote the
-    report (a report redrawn later, with a newer report, keeps the runs' commit)."""
+def stamp_of(rows: list[dict[str, str]]) -> dict:
+    """Commit, CPU, numerics, versions and seeds of runs.csv's rows: ``commit`` is the one the runs trained
+    at (each results.json records it), ``published_at`` the checkout that wrote the report (a report redrawn
+    later, with a newer report, keeps the runs' commit)."""
     cpus, modes, versions, seeds = set(), set(), set(), {}
-    runs = 0
-    for results in sorted(p for sweep in sweeps for p in Path(sweep).rglob("results.json")):
-        record = json.loads(results.read_text())
-        if record.get("status") not in (FINISHED, LEGACY_FINISHED):
-            continue
-        runs += 1
-        numerics = record.get("numerics") or {}
-        cpus.add(str(numerics.get("cpu", "unknown")))
-        modes.add(str(numerics.get("mode", "unknown")))
-        versions.add(json.dumps(record.get("versions") or {}, sort_keys=True))
-        figure = (record.get("config") or {}).get("report", {}).get("figure") or results.parent.name
-        seeds.setdefault(str(figure), set()).add(record.get("seed"))
+    for row in rows:
+        cpus.add(row["cpu"] or "unknown")
+        modes.add(row["numerics"] or "unknown")
+        record = {**json.loads(row["versions"] or "{}"), "git_commit": row["commit"] or "unknown"}
+        versions.add(json.dumps(record, sort_keys=True))
+        seeds.setdefault(row["figure"], set()).add(_seed(row["seed"]))
     commits = sorted({json.loads(v).get("git_commit", "unknown") for v in versions})
     return {
         "commit": commits[0] if len(commits) == 1 else commits,
@@ -111,8 +122,13 @@ def stamp_of(sweeps: list[Path]) -> dict:
         "numerics": sorted(modes),
         "versions": [json.loads(v) for v in sorted(versions)],
         "seeds": {figure: sorted(s, key=lambda x: (str(type(x)), x)) for figure, s in sorted(seeds.items())},
-        "complete_runs": runs,
+        "complete_runs": len(rows),
     }
+
+
+def _seed(text: str) -> int | str:
+    """A seed as results.json records it: an integer where it is one."""
+    return int(text) if text.lstrip("-").isdigit() else text
 
 
 def tuning_of(sweeps: list[Path]) -> dict:

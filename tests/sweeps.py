@@ -34,3 +34,26 @@ def run_sweep(folder: Path) -> Path:
     done = subprocess.run(command, env=checkout_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return folder
+
+
+# A comparison of methods as a reproduction runs it (conf/experiment/noisy_dml/), shortened to one epoch of
+# three batches, one noise rate and three seeds, and so labelled as its own (name=, report.figure=).
+BOARD = [
+    "-m",
+    "experiment=noisy_dml/digits_symmetric",
+    "noise.rate=0.5",
+    "seed=0,1,2",
+    "trainer.max_epochs=1",
+    "data.batches_per_epoch=3",
+    "trainer.enable_progress_bar=false",
+]
+BOARD_METHODS = "le2019/triplet_random_semihard,le2019/triplet_fixed_semihard,reference/knn_filter"
+
+
+def run_board(folder: Path, methods: str, name: str = "board", figure: str = "noisy_dml/board") -> Path:
+    """``BOARD`` for ``methods`` into the sweep folder ``folder``, labelled ``name`` and ``figure``."""
+    command = [sys.executable, "-c", "from noisydml.run.cli import main; main()", *BOARD]
+    command += [f"method={methods}", f"name={name}", f"report.figure={figure}", f"hydra.sweep.dir={folder}"]
+    done = subprocess.run(command, env=checkout_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder

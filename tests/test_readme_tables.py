@@ -9,8 +9,6 @@ import csv
 import importlib.util
 import itertools
 import json
-import os
-import time
 from pathlib import Path
 
 import pytest
@@ -224,72 +222,6 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
         claims.write_claims_csv([verdict], tmp_path / key / "claims.csv")
         (tmp_path / key / "stamp.json").write_text(json.dumps(timed))
         assert said in tables.detail(tmp_path), key
-
-
-def test_publish_results_copies_the_claims_and_stamps_them(tmp_path: Path) -> None:
-    publish = script("publish_results")
-    report = tmp_path / "report"
-    report.mkdir()
-    (report / "claims.csv").write_text("claim\nx\n")
-    # A table with no row (a comparison of methods has no claim) is not kept.
-    (report / "comparisons.csv").write_text("method\n")
-    sweep = tmp_path / "sweep"
-    for seed in (0, 1):
-        run = sweep / f"seed={seed}"
-        run.mkdir(parents=True)
-        record = {
-            "status": "complete",
-            "seed": seed,
-            "config": {"report": {"figure": "levi2021/digits"}},
-            "numerics": {"mode": "portable", "cpu": "Test CPU"},
-            "versions": {"torch": "2.14.1", "python": "3.11.7", "git_commit": "1234abc"},
-        }
-        (run / "results.json").write_text(json.dumps(record))
-    # The values its tuning chose, committed beside the claims without the machine's study folder.
-    tuned = {"metric": "val/knn_accuracy@3", "methods": {"bdml/dml": {"chosen": {"optimizer.lr": 0.0012}}}}
-    (sweep / "tuning.json").write_text(
-        json.dumps(
-            {
-                **tuned,
-                "methods": {
-                    "bdml/dml": {**tuned["methods"]["bdml/dml"], "study": "/home/me/outputs/tuning/bdml/dml"}
-                },
-            }
-        )
-    )
-    (report / "detection.csv").write_text("dataset,auc\ndigits,0.9\n")
-    results = str(tmp_path / "results")
-    assert publish.main(["digits", str(report), str(sweep), "--results", results]) == 0
-    out = tmp_path / "results" / "digits"
-    assert (out / "claims.csv").read_text() == "claim\nx\n" and not (out / "comparisons.csv").exists()
-    assert json.loads((out / "tuning.json").read_text()) == {f"{tmp_path.name}/sweep": tuned}
-    assert (out / "detection.csv").read_text() == "dataset,auc\ndigits,0.9\n"
-    stamp = json.loads((out / "stamp.json").read_text())
-    assert stamp["cpu"] == ["Test CPU"] and stamp["numerics"] == ["portable"]
-    assert stamp["versions"] == [{"git_commit": "1234abc", "python": "3.11.7", "torch": "2.14.1"}]
-    assert stamp["seeds"] == {"levi2021/digits": [0, 1]} and stamp["complete_runs"] == 2
-    # The commit is the one the runs trained at, whatever checkout redraws the report; no time without
-    # --started.
-    assert stamp["commit"] == "1234abc" and stamp["published_at"] != "1234abc" and "wall_s" not in stamp
-    started = time.time() - 125
-    assert (
-        publish.main(
-            [
-                "digits",
-                str(report),
-                str(sweep),
-                "--results",
-                results,
-                "--started",
-                str(started),
-                "--jobs",
-                "2",
-            ]
-        )
-        == 0
-    )
-    stamp = json.loads((out / "stamp.json").read_text())
-    assert 125 <= stamp["wall_s"] < 185 and stamp["jobs"] == 2 and stamp["cores"] == os.cpu_count()
 
 
 def test_the_readme_says_where_methods_beat_the_training_free_reference_and_where_not(tmp_path: Path) -> None:

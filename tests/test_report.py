@@ -569,7 +569,7 @@ def test_report_writes_tables_figures_and_claims(le_sweep: Path, tmp_path: Path)
     assert float(cell["mean"]) == pytest.approx(0.84) and float(cell["std"]) == pytest.approx(0.0529150262)
     assert float(cell["ci95"]) == pytest.approx(0.131448, abs=1e-6)
     assert (cell["n"], cell["runs"], cell["complete"]) == ("3", "3", "3")
-    with (out / "runs.csv").open() as f:
+    with (out / "jobs.csv").open() as f:
         assert sorted(r["status"] for r in csv.DictReader(f)).count("missing") == 1
 
     figures = sorted(p.name for p in (out / "figures").glob("*.png"))

@@ -85,7 +85,7 @@ def test_a_failed_run_records_why_and_the_report_says_it(compose_config, tmp_pat
     report = write_report([run_dir], tmp_path / "reports", name="r")
     text = (report.directory / "report.md").read_text()
     assert f"## Failed runs\n\n- `{run_dir}`: failed: loss NaNAfter is nan at epoch 3, step 4" in text
-    with (report.directory / "runs.csv").open(newline="") as f:
+    with (report.directory / "jobs.csv").open(newline="") as f:
         (row,) = csv.DictReader(f)
     assert row["status"] == "failed" and row["error"].startswith("failed: loss NaNAfter is nan")
 

@@ -138,7 +138,7 @@ def test_the_report_of_a_sweep_is_an_artifact_of_a_report_run_in_the_sweeps_grou
         str(p.relative_to(report)) for p in report.rglob("*") if p.is_file() and "wandb" not in p.parts
     )
     assert logged == written
-    assert {"report.md", "runs.csv", "cells.csv"} <= set(logged)
+    assert {"report.md", "runs.csv", "jobs.csv", "cells.csv"} <= set(logged)
     assert any(path.startswith("figures/") and path.endswith(".png") for path in logged)
 
     unlogged = _report(tmp_path / "sweep", tmp_path / "unlogged", "--no-wandb")

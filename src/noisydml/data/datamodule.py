@@ -132,6 +132,8 @@ class MetricDataModule(pl.LightningDataModule):
         self.train_set: NoisyTrainSet | None = None
         self.unlabeled_set: NoisyTrainSet | None = None
         self.val_set: NoisyTrainSet | None = None
+        # The samples data.filter dropped, so that a run's files hold every noisy label drawn.
+        self.filtered: NoisyLabels | None = None
 
     def setup(self, stage: str | None = None) -> None:
         """Read the data set and draw the noisy labels; idempotent, and cheap after the first call."""
@@ -154,7 +156,9 @@ class MetricDataModule(pl.LightningDataModule):
             self.val_set = NoisyTrainSet(self.splits.train.eval_view(), validation, scored_by)
             noisy = _subset(noisy, ~held_out)
         if self.filter is not None:
-            noisy = _subset(noisy, self.filter.keep(self.splits.train.eval_view(), noisy))
+            kept = self.filter.keep(self.splits.train.eval_view(), noisy)
+            self.filtered = _subset(noisy, ~kept)
+            noisy = _subset(noisy, kept)
         _, contiguous = np.unique(noisy.observed, return_inverse=True)
         labels = contiguous.astype(np.int64)
         if self.unlabeled_fraction > 0:
@@ -379,11 +383,16 @@ class MetricDataModule(pl.LightningDataModule):
             pin_memory=self.pin_memory,
         )
 
-    def write_labels(self, path: Path, unlabeled_path: Path, validation_path: Path) -> None:
+    def write_labels(
+        self, path: Path, unlabeled_path: Path, validation_path: Path, filtered_path: Path
+    ) -> None:
         """``index,true,observed`` for every training sample the run trained on with its label (``path``);
         with hidden labels, ``unlabeled_path`` lists the others (``observed`` is the label that was
-        hidden); with a validation split, ``validation_path`` the held-out samples."""
+        hidden); with a validation split, ``validation_path`` the held-out samples; with a filter,
+        ``filtered_path`` the samples it dropped. Together they hold every noisy label drawn."""
         _write_labels(path, self.noisy)
+        if self.filtered is not None:
+            _write_labels(filtered_path, self.filtered)
         if self.unlabeled_set is not None:
             _write_labels(unlabeled_path, self.unlabeled_set.noisy)
         if self.val_set is not None:

@@ -5,12 +5,16 @@ The report goes to ``<out>/<name>/``: ``report.md`` (the results first, a sectio
 its figures and tables, then the claims these runs can evaluate and one line for the rest),
 ``report.html`` (the same page, one file, its figures inline), ``claims.md`` (every claim),
 ``claims.csv`` (every paired comparison: effect, 95% CI, p-value, seeds, verdict), ``cells.csv`` (every
-table cell, numbers as fractions), ``runs.csv`` (every run with its status) and ``figures/`` (each
-figure as a PNG and an SVG). A comparison across papers (conf/experiment/noisy_dml/), which no paper's
-claim is about, gets instead of the claims each method against its own paper's baseline
-(``comparisons.csv``, :mod:`noisydml.report.comparisons`) and, where its runs scored the test split every
-epoch, what selecting on the test split inflates (``test_selection.csv``,
+table cell, numbers as fractions), ``runs.csv`` (every finished run, the file a reproduction commits:
+:mod:`noisydml.report.board`), ``jobs.csv`` (every job with its status and folder, the failed and missing
+ones too) and ``figures/`` (each figure as a PNG and an SVG). A comparison across papers
+(conf/experiment/noisy_dml/), which no paper's claim is about, gets instead of the claims each method
+against its own paper's baseline (``comparisons.csv``, :mod:`noisydml.report.comparisons`) and, where its
+runs scored the test split every epoch, what selecting on the test split inflates (``test_selection.csv``,
 :mod:`noisydml.report.selection_bias`).
+
+``noisydml-report MY_SWEEP --against results/<reproduction>``: the runs of MY_SWEEP set beside a
+reproduction's committed runs (:mod:`noisydml.report.against`), into ``<out>/<name>/``.
 """
 
 from __future__ import annotations
@@ -26,14 +30,15 @@ from pathlib import Path
 from noisydml.loggers.wandb_report import log_report
 from noisydml.report import claims as claims_module
 from noisydml.report import comparisons, selection_bias
+from noisydml.report.board import draw_verdicts, rows_of, write_runs
 from noisydml.report.calculator import DEFAULT_ETAS, theory_text
 from noisydml.report.collect import FAILED, collect
-from noisydml.report.detection import detection_markdown, detection_rows, draw_detection, write_detection_csv
+from noisydml.report.detection import detection_markdown, draw_detection
 from noisydml.report.page import write_page
 from noisydml.report.plots import draw_embeddings, draw_table, swept
 from noisydml.report.published import Published, load_published
 from noisydml.report.records import slug
-from noisydml.report.statistics import INTERVALS, T, interval_kind
+from noisydml.report.statistics import INTERVALS, T
 from noisydml.report.tables import (
     Table,
     group_runs,
@@ -42,7 +47,7 @@ from noisydml.report.tables import (
     pivot,
     run_counts,
     write_cells_csv,
-    write_runs_csv,
+    write_jobs_csv,
 )
 from noisydml.utils.checks import check_writable
 from noisydml.utils.run_directory import run_holding
@@ -94,10 +99,9 @@ def write_report(
     directory.mkdir(parents=True, exist_ok=True)
     published = load_published()
     tables = [pivot(group) for group in groups]
-    verdicts = claims_module.evaluate(groups, interval=interval)
-    with interval_kind(interval):
-        against_baselines = comparisons.compare_baselines(groups)
-        inflations = selection_bias.inflations(groups)
+    judged = draw_verdicts(runs, directory, interval)
+    verdicts, against_baselines = judged.claims, judged.against_baselines
+    inflations, detected = judged.inflations, judged.detected
     # A comparison across papers gets its forest plot instead of the noise-rate line plots: some 30
     # methods on one axis cannot be read, and the papers' figures and noise bounds are not about it.
     drawn = [
@@ -110,16 +114,9 @@ def write_report(
     figures = [figure for found in drawn for figure in found] + across
 
     claims_module.write_claims_md(verdicts, directory / "claims.md")
-    claims_module.write_claims_csv(verdicts, directory / "claims.csv")
-    if against_baselines:
-        comparisons.write_csv(against_baselines, directory / "comparisons.csv")
-    if inflations:
-        selection_bias.write_csv(inflations, directory / "test_selection.csv")
-    detected = detection_rows(groups)
-    if detected:
-        write_detection_csv(detected, directory / "detection.csv")
     write_cells_csv(tables, published, directory / "cells.csv")
-    write_runs_csv(tables, directory / "runs.csv")
+    write_jobs_csv(tables, directory / "jobs.csv")
+    write_runs(rows_of(runs), directory)
     results = "".join(
         _table_section(table, found, published, metrics) for table, found in zip(tables, drawn, strict=True)
     )
@@ -257,6 +254,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the claims' 95%% intervals: Student's t (default) or the percentile bootstrap over seeds",
     )
     parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="RESULTS",
+        help="set the runs beside a reproduction's committed runs (a results/<reproduction> folder with its "
+        "runs.csv): each paired by experiment, noise setting and seed, compared with every committed method, "
+        "ranked, and drawn in a critical-difference diagram",
+    )
+    parser.add_argument(
         "--theory", action="store_true", help="print Le & Odobez's pair noise and triplet bound"
     )
     parser.add_argument(
@@ -284,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
     if not args.paths:
         parser.error("give sweep or run directories, e.g. noisydml-report outputs/sweeps/<name>/<time>")
+    if args.against is not None:
+        return _against(args)
     try:
         check_report_arguments(args)
         report = write_report(args.paths, args.out, args.name, args.eta, args.metrics, args.interval)
@@ -306,6 +313,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = [run.path for table in report.tables for run in table.group.runs if run.path is not None]
         for line in log_report(report.directory, runs):
             print(line)
+    return 0
+
+
+def _against(args: argparse.Namespace) -> int:
+    """``--against``: the comparisons, the ranks and the diagram; a refusal in one line."""
+    from noisydml.report.against import own_lines, rank_lines, write_against
+
+    try:
+        check_report_arguments(args)
+        if not args.against.exists():
+            raise ValueError(f"--against {args.against} does not exist; give a results/<reproduction> folder")
+        found = write_against(args.paths, args.against, args.out, args.name, args.interval)
+    except (ValueError, OSError) as error:
+        sys.exit(f"noisydml-report: {error}")
+    for line in found.warnings:
+        print(f"warning: {line}")
+    print(*rank_lines(found.ranks), sep="\n")
+    print("\nagainst its baselines and the reference, as the reproduction judges them (comparisons.csv):")
+    print(*(line.replace("**", "") for line in own_lines(found)), sep="\n")
+    print("\nagainst each committed method (board.csv):")
+    print(*(line.replace("**", "") for line in comparisons.summary_lines(found.board)), sep="\n")
+    print(
+        f"\nagainst {args.against}: {found.directory / 'against.md'}; board.csv (against each committed "
+        f"method), comparisons.csv (the reproduction's, with {', '.join(found.new)} in it), ranks.csv"
+        + "".join(f", {path.name}" for path, _ in found.figures)
+    )
     return 0
 
 

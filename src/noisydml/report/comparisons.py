@@ -166,7 +166,7 @@ def compare_baselines(groups: list[Group], metric: str = RECALL) -> list[Compari
                 # The baseline under the same noise model and every other override: only the method differs.
                 twins = [b for b in by_option.get(option, []) if peer_key(b) == peer_key(row)]
                 for column in table.columns:
-                    found.append(_compare(group, row, twins, option, column, metric))
+                    found.append(compare_rows(group, row, twins, option, column, metric))
     return adjust(found)
 
 
@@ -194,7 +194,10 @@ def adjust(comparisons: list[Comparison]) -> list[Comparison]:
     return found
 
 
-def _compare(group: Group, row: Row, twins: list[Row], option: str, rate: Any, metric: str) -> Comparison:
+def compare_rows(group: Group, row: Row, twins: list[Row], option: str, rate: Any, metric: str) -> Comparison:
+    """``row``'s method against the first of ``twins`` at one noise rate, paired by seed, on all the seeds and
+    on each half; missing (naming ``option``, the baseline's ``method=``) where there is no twin or no seed
+    both ran."""
     noise = str(row.choice("noise") or "")
     mine = by_seed(row, rate, metric)
     if not twins:

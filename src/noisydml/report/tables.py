@@ -460,7 +460,7 @@ def csv_number(value: float) -> str:
     return "" if math.isnan(value) else repr(round(value, 10))
 
 
-def write_runs_csv(tables: list[Table], path: Path) -> Path:
+def write_jobs_csv(tables: list[Table], path: Path) -> Path:
     """Every run: its status, directory and overrides, so a missing or failed job can be found and re-run,
     and why a failed one failed."""
     with Path(path).open("w", newline="") as f:

@@ -198,7 +198,7 @@ def _train(
 
     if not trainer.is_global_zero:
         return metrics
-    datamodule.write_labels(run.labels, run.unlabeled, run.validation)
+    datamodule.write_labels(run.labels, run.unlabeled, run.validation, run.filtered)
     model.hooks.save(run.path)
     results = run.write_results(
         status,

@@ -95,6 +95,11 @@ class RunDir:
         return self.path / "validation.csv"
 
     @property
+    def filtered(self) -> Path:
+        """The training samples ``data.filter`` dropped before training, as ``labels``."""
+        return self.path / "filtered.csv"
+
+    @property
     def embeddings(self) -> Path:
         """The test embeddings (``callbacks=save_embeddings``), for the report's figures."""
         return self.path / "embeddings.npz"

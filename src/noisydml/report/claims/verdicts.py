@@ -379,11 +379,11 @@ def outcome(done: list[Comparison], gaps: list[str]) -> Outcome:
 
 
 def summarize(gaps: list[str], shown: int = 3) -> str:
-    """The first few cells a claim lacks; the rest counted (runs.csv lists every run)."""
+    """The first few cells a claim lacks; the rest counted (jobs.csv lists every job)."""
     unique = list(dict.fromkeys(gaps))
     text = "; ".join(unique[:shown])
     if len(unique) > shown:
-        text += f"; and {len(unique) - shown} more cells (see runs.csv)"
+        text += f"; and {len(unique) - shown} more cells (see jobs.csv)"
     return text
 
 
