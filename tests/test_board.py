@@ -281,3 +281,109 @@ def test_a_run_of_each_family_replays_to_the_last_digit(published, tmp_path):
 def test_the_committed_board_replays_to_the_last_digit(folder, tmp_path):
     for i, row in enumerate(_one_per_family(read_runs(folder))):
         _assert_replayed(row, _replay(row, tmp_path / f"run{i}"))
+
+
+PAGE = ROOT / "docs" / "board.md"
+# The page's runs at the board fixture's size (tests/sweeps.py's BOARD: an epoch of 3 batches, 3 seeds).
+SMALL = [
+    "seed=0,1,2",
+    "trainer.max_epochs=1",
+    "data.batches_per_epoch=3",
+    "trainer.enable_progress_bar=false",
+]
+COMMANDS = {
+    "noisydml": [sys.executable, "-c", "from noisydml.run.cli import main; main()"],
+    "noisydml-report": [
+        sys.executable,
+        "-c",
+        "import sys; from noisydml.report.cli import main; sys.exit(main())",
+    ],
+}
+
+
+def _page_blocks() -> list[tuple[str, str]]:
+    """``(language, text)`` of each fenced block of docs/board.md."""
+    import re
+
+    return re.findall(r"```(\w+)\n(.*?)```", PAGE.read_text(), flags=re.S)
+
+
+def _commands(block: str, here: Path) -> list[list[str]]:
+    import shlex
+
+    lines = block.replace("\\\n", " ").replace("$PWD", str(here)).splitlines()
+    return [shlex.split(line) for line in lines if line.split(" ", 1)[0] in COMMANDS]
+
+
+def test_the_board_page_runs_at_a_small_size(published, tmp_path):
+    """docs/board.md as a user follows it: its loss and configs written where it says, its one-setting
+    commands run (at the fixture's size) and compared with a board, whose files it names."""
+    for language, text in _page_blocks():
+        # A file's block names it in a comment of its first two lines (a config's first is its package).
+        lines = text.splitlines()[:2]
+        named = [line for line in lines if line.startswith("# ") and line.endswith((".py", ".yaml"))]
+        if language in ("python", "yaml") and named:
+            path = tmp_path / named[0].removeprefix("# ")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    assert (tmp_path / "mylab_losses.py").is_file() and (
+        tmp_path / "myconf/method/mylab/soft_triplet.yaml"
+    ).is_file()
+    bash = [text for language, text in _page_blocks() if language == "bash"]
+    one_setting = next(block for block in bash if "--against" in block and "for noise" not in block)
+    env = {**checkout_env(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{checkout_env()['PYTHONPATH']}"}
+    run, report = _commands(one_setting, tmp_path)
+    assert run[0] == "noisydml" and report[0] == "noisydml-report"
+    done = subprocess.run(
+        [*COMMANDS["noisydml"], *run[1:], *SMALL],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    board_name = report[report.index("--against") + 1]
+    assert board_name == "noisy_dml_cpu"
+    report[report.index("--against") + 1] = str(published)
+    done = subprocess.run(
+        [*COMMANDS["noisydml-report"], *report[1:], "--no-wandb"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Soft triplet ranks " in done.stdout
+    out = tmp_path / "outputs" / "reports" / "mylab_symmetric"
+    for name in ("board.csv", "comparisons.csv", "against.md", "figures/digits_critical_difference.png"):
+        assert (out / name).is_file(), name
+    mine = {(r["method"], r["baseline"]) for r in csv.DictReader((out / "comparisons.csv").open())}
+    assert ("Soft triplet", "Triplet + random semi-hard") in mine and (
+        "Soft triplet",
+        "kNN filter + triplet",
+    ) in mine
+    # Step 5's sweeps are the committed board's experiments.
+    whole = next(block for block in bash if "for noise" in block)
+    experiments = {
+        f"noisy_dml/digits_{noise}" for noise in whole.split("for noise in ", 1)[1].split(";")[0].split()
+    }
+    assert experiments == set(json.loads((ROOT / "results" / board_name / "stamp.json").read_text())["seeds"])
+
+
+def test_a_board_is_named_from_the_installed_package(tmp_path, monkeypatch):
+    """``--against noisy_dml_cpu`` finds the package's committed board; a name that is none is refused with
+    the boards there are."""
+    import noisydml
+    from noisydml.report.cli import board_folder
+
+    (tmp_path / "noisy_dml_cpu").mkdir()
+    (tmp_path / "noisy_dml_cpu" / "runs.csv").write_text("experiment\n")
+    monkeypatch.setattr(noisydml, "RESULTS_DIR", tmp_path)
+    assert board_folder("noisy_dml_cpu") == tmp_path / "noisy_dml_cpu"
+    with pytest.raises(
+        ValueError,
+        match=r"--against noisy_dml_gpu is neither a folder nor a committed board; .*\(noisy_dml_cpu\)",
+    ):
+        board_folder("noisy_dml_gpu")

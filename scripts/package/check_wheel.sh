@@ -80,3 +80,29 @@ assert "site-packages" in str(noisydml.CONFIG_DIR), noisydml.CONFIG_DIR
 print(f"check-wheel: finished, test/recall@1 {results['metrics']['test/recall@1']:.4f}, configs from "
       f"{noisydml.CONFIG_DIR}")
 PY
+
+echo "check-wheel: a method from outside the package (docs/board.md's loss and configs), from the wheel"
+"$venv/bin/python" - "$root/docs/board.md" <<'PY'
+import re
+import sys
+from pathlib import Path
+
+# Each file the page shows, named in a comment of its block's first two lines, written where it says.
+for language, text in re.findall(r"```(\w+)\n(.*?)```", Path(sys.argv[1]).read_text(), flags=re.S):
+    named = [line for line in text.splitlines()[:2] if line.startswith("# ") and line.endswith((".py", ".yaml"))]
+    if language in ("python", "yaml") and named:
+        path = Path(named[0].removeprefix("# "))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+PY
+PYTHONPATH="$PWD" "$venv/bin/noisydml" method=mylab/soft_triplet "hydra.searchpath=[file://$PWD/myconf]" \
+    trainer.max_epochs=1 hydra.run.dir=mine
+"$venv/bin/python" - <<'PY'
+import json
+from pathlib import Path
+
+results = json.loads(Path("mine/results.json").read_text())
+assert results["status"] == "finished", results["status"]
+assert results["config"]["loss"]["_target_"] == "mylab_losses.SoftTriplet", results["config"]["loss"]
+print(f"check-wheel: Soft triplet finished, test/recall@1 {results['metrics']['test/recall@1']:.4f}")
+PY

@@ -255,11 +255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--against",
-        type=Path,
-        metavar="RESULTS",
-        help="set the runs beside a reproduction's committed runs (a results/<reproduction> folder with its "
-        "runs.csv): each paired by experiment, noise setting and seed, compared with every committed method, "
-        "ranked, and drawn in a critical-difference diagram",
+        metavar="BOARD",
+        help="set the runs beside a reproduction's committed runs: its name (noisy_dml_cpu, from the "
+        "installed package's results) or a folder holding a runs.csv; each run paired by experiment, noise "
+        "setting and seed, compared with every committed method, ranked, and drawn in a critical-difference "
+        "diagram",
     )
     parser.add_argument(
         "--theory", action="store_true", help="print Le & Odobez's pair noise and triplet bound"
@@ -316,15 +316,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def board_folder(against: str) -> Path:
+    """The board ``--against`` names: a folder (or runs.csv) that exists, else a reproduction of the
+    installed package's committed results (``noisydml.RESULTS_DIR``)."""
+    from noisydml import RESULTS_DIR
+    from noisydml.report.board import runs_file
+
+    if Path(against).exists():
+        return Path(against)
+    if runs_file(RESULTS_DIR / against) is not None:
+        return RESULTS_DIR / against
+    boards = sorted(p.parent.name for p in RESULTS_DIR.glob("*/runs.csv*"))
+    shown = ", ".join(boards) if boards else f"none is committed yet in {RESULTS_DIR}"
+    raise ValueError(
+        f"--against {against} is neither a folder nor a committed board; give a folder holding a runs.csv, "
+        f"or a board's name ({shown})"
+    )
+
+
 def _against(args: argparse.Namespace) -> int:
     """``--against``: the comparisons, the ranks and the diagram; a refusal in one line."""
     from noisydml.report.against import own_lines, rank_lines, write_against
 
     try:
         check_report_arguments(args)
-        if not args.against.exists():
-            raise ValueError(f"--against {args.against} does not exist; give a results/<reproduction> folder")
-        found = write_against(args.paths, args.against, args.out, args.name, args.interval)
+        board = board_folder(args.against)
+        found = write_against(args.paths, board, args.out, args.name, args.interval)
     except (ValueError, OSError) as error:
         sys.exit(f"noisydml-report: {error}")
     for line in found.warnings:
