@@ -27,6 +27,16 @@ def assert_nothing_trained(cfg) -> None:
     assert json.loads((run_dir / "results.json").read_text())["status"] == "failed"
 
 
+def _refuses_file_store() -> bool:
+    """The installed MLflow refuses its file store (MLflow 3, without MLFLOW_ALLOW_FILE_STORE)."""
+    if importlib.util.find_spec("mlflow") is None:
+        return False
+    from mlflow import environment_variables
+
+    allowed = getattr(environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)
+    return allowed is not None and not allowed.get()
+
+
 # Where the machine has a GPU these inputs are valid.
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="valid on a machine with a GPU")
 
@@ -510,6 +520,41 @@ BAD_INPUTS = [
         ["dataset=features", "dataset.root={data}/named", "backbone.trunk.in_features=8"],
         r"features: .*/named/features.npz holds labels of type <U\d+ \('a', 'a', 'a', ...\); labels are "
         r"class numbers: save them as integers",
+    ),
+    # Issue 45: a key nothing reads, and a value a library refuses only once the run has started.
+    (
+        ["+loss.triplets_per_anchor=5"],
+        r"loss.triplets_per_anchor=5 is read only when the loss draws its own tuples, but the miner "
+        r"\(RandomSemihardMiner\) supplies them and TripletMarginLoss then ignores it; drop "
+        r"loss.triplets_per_anchor, or use miner=none to let the loss draw them",
+    ),
+    (
+        ["loss=margin", "miner=distance_weighted", "+loss.triplets_per_anchor=10"],
+        r"loss.triplets_per_anchor=10 is read only .*\(DistanceWeightedMiner\) .*MarginLoss then ignores",
+    ),
+    (
+        ["module.loss_lr=0.01"],
+        r"module.loss_lr=0.01 is the learning rate of the loss's own parameters, but loss=triplet has none, "
+        r"so nothing reads it; drop module.loss_lr",
+    ),
+    (
+        ["callbacks=early_stopping", "+callbacks.early_stopping.check_on_train_epoch_end=true"],
+        r"callbacks.early_stopping.check_on_train_epoch_end=true reads val/recall@1 at each training "
+        r"epoch's end, but validation runs every 5 epochs \(trainer.check_val_every_n_epoch=5\), so it "
+        r"would read a metric not yet logged, or a stale one; drop "
+        r"callbacks.early_stopping.check_on_train_epoch_end",
+    ),
+    (
+        ["logger=wandb", "logger.wandb.id=a/b"],
+        r"logger.wandb.id=a/b is refused by W&B \(Run ID cannot contain the characters: .*\); give an id "
+        r"of letters, digits, '-' and '_', e.g. logger.wandb.id=run_1, or logger.wandb.id=null",
+    ),
+    pytest.param(
+        ["logger=mlflow", "logger.mlflow.tracking_uri=file:./mlruns"],
+        r"logger.mlflow.tracking_uri=file:./mlruns is a file store, which MLflow \S+ refuses .*; use one, "
+        r"e.g. logger.mlflow.tracking_uri=sqlite:///outputs/mlflow.db, or set the environment variable "
+        r"MLFLOW_ALLOW_FILE_STORE to true",
+        marks=pytest.mark.skipif(not _refuses_file_store(), reason="this MLflow takes a file store"),
     ),
 ]
 

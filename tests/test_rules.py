@@ -6,6 +6,7 @@ docs/reference/bad-input.md's table (tests/test_bad_input.py)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,10 +30,14 @@ def finished(tmp_path: Path) -> Path:
     return folder
 
 
-def _command(name: str, arguments: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+def _command(
+    name: str, arguments: list[str], cwd: Path | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """One of the package's commands (``noisydml``, ``noisydml-report``, ...), as a user runs it."""
     exe = Path(sys.executable).with_name(name)
-    return subprocess.run([str(exe), *arguments], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(exe), *arguments], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 def _status(cfg) -> dict:
@@ -281,3 +286,68 @@ def test_a_dashboard_port_already_taken_is_refused_at_once(tmp_path):
         port = taken.getsockname()[1]
         out = _command("noisydml-dashboard", [str(tmp_path), "--port", str(port)])
     assert out.returncode != 0 and f"--port {port} is taken on 127.0.0.1" in out.stderr
+
+
+def test_a_loss_draws_its_own_tuples_by_its_parameters_without_a_miner(compose_choices):
+    # Without a miner the loss draws its triplets, triplets_per_anchor of them per anchor.
+    cfg, _ = compose_choices("miner=none", "+loss.triplets_per_anchor=5")
+    check_classes(cfg)
+
+
+def test_a_protocols_loss_lr_is_a_default_for_the_methods_it_runs(compose_config):
+    # digits/zhang2023_noise sets module.loss_lr for its sweep, whose multi-similarity loss has no
+    # parameters: the experiment's value is no choice of this run, so it runs.
+    cfg = compose_config("experiment=digits/zhang2023_noise", "method=zhang2023/ms", "noise.rate=0.1")
+    assert cfg.module.loss_lr == 0.1
+    train(cfg)
+    assert _status(cfg)["status"] == "finished"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "path", "message"),
+    [
+        (
+            ["-m", "hydra/launcher=slurm", "seed=0,1"],
+            "venv",
+            "hydra/launcher=slurm submits the sweep's jobs to a SLURM cluster, but sbatch is not on PATH; "
+            "run the sweep where SLURM is (a cluster's login node), or drop hydra/launcher=slurm to run the "
+            "jobs here",
+        ),
+        (
+            ["-m", "name=x_${noise.rate}", "noise.rate=0.1,0.2"],
+            None,
+            "name=x_${noise.rate} is resolved by each job of the sweep with its own values, but the sweep's "
+            "folder, outputs/sweeps/<name>/, is named once",
+        ),
+    ],
+)
+def test_a_sweep_that_cannot_run_as_asked_is_refused_before_hydra_writes(tmp_path, arguments, path, message):
+    # "venv": a PATH of the environment's own commands alone, as on a machine without SLURM.
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)} if path == "venv" else None
+    out = _command("noisydml", arguments, tmp_path, env)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    assert out.stderr.startswith(message)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("override", "why"),
+    [
+        ("noise.rate=0.4", "an evaluation does not read it, yet would record it as its own"),
+        ("loss=margin", "an evaluation does not read it"),
+        (
+            "dataset.split_seed=3",
+            "it splits the data otherwise: part of the samples it would test were trained",
+        ),
+    ],
+)
+def test_an_evaluation_keeps_its_runs_config_but_what_it_reads(tmp_path, finished, override, why):
+    (finished / ".hydra" / "overrides.yaml").write_text("- noise.rate=0.2\n")
+    (finished / "checkpoints").mkdir()
+    (finished / "checkpoints" / "best.ckpt").write_bytes(b"weights")
+    out = _command("noisydml-eval", [f"ckpt_path={finished}/checkpoints/best.ckpt", override], tmp_path)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    assert out.stderr.startswith(
+        f"noisydml-eval: {override} departs from the config {finished} trained with ({why}"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["finished"]

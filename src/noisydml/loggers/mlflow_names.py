@@ -8,16 +8,37 @@ and in the one ``noisydml-dashboard`` builds. A run is named by its job's overri
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from pytorch_lightning.loggers import MLFlowLogger
 
 from noisydml.loggers.run_fields import job_name
+from noisydml.utils.checks import BadValue
 
 
 def mlflow_key(name: str) -> str:
     """``name`` as MLflow takes it: ``test/recall@1`` -> ``test/recall_at_1``."""
     return name.replace("@", "_at_")
+
+
+def check_store(tracking_uri: str | None) -> None:
+    """A store this MLflow writes to: MLflow 3 refuses its file store (a folder, ``file:``, or none given:
+    ``./mlruns``) unless ``MLFLOW_ALLOW_FILE_STORE`` says otherwise."""
+    import mlflow
+    from mlflow import environment_variables
+    from mlflow.utils.uri import get_uri_scheme
+
+    allowed = getattr(environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)
+    if allowed is None or allowed.get() or get_uri_scheme(tracking_uri or "") not in ("", "file"):
+        return
+    raise BadValue(
+        "tracking_uri",
+        f"={tracking_uri or 'null (./mlruns)'} is a file store, which MLflow {mlflow.__version__} refuses "
+        "(it keeps only database stores up to date); use one, e.g. "
+        "tracking_uri=sqlite:///outputs/mlflow.db, or set the environment variable "
+        "MLFLOW_ALLOW_FILE_STORE to true to keep the file store",
+    )
 
 
 class ReadableMLFlowLogger(MLFlowLogger):
@@ -28,6 +49,8 @@ class ReadableMLFlowLogger(MLFlowLogger):
     def __init__(
         self, experiment_name: str = "lightning_logs", run_name: str | None = None, **kwargs
     ) -> None:
+        # Before MLflow builds the store, which it refuses in the constructor.
+        check_store(kwargs.get("tracking_uri", os.environ.get("MLFLOW_TRACKING_URI")))
         super().__init__(
             experiment_name=experiment_name, run_name=run_name or job_name(experiment_name), **kwargs
         )

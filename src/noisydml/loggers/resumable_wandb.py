@@ -26,10 +26,25 @@ from pytorch_lightning.loggers.logger import rank_zero_experiment
 
 from noisydml.loggers.run_fields import job_name, wandb_group
 from noisydml.loggers.wandb_records import history_steps
+from noisydml.utils.checks import BadValue
 from noisydml.utils.run_directory import RunDir
 
 # Scored once per validation: charted against the epoch, not the step (W&B: define_metric).
 EPOCH_METRICS = ("val/*", "test_epoch/*", "train_epoch/*")
+
+
+def check_run_id(run_id: str | None) -> None:
+    """A W&B run id W&B takes (asked of its own settings, which refuse it only when the run starts)."""
+    if run_id is None:
+        return
+    try:
+        wandb.Settings(run_id=str(run_id))
+    except wandb.errors.UsageError as error:
+        raise BadValue(
+            "id",
+            f"={run_id} is refused by W&B ({error}); give an id of letters, digits, '-' and '_', e.g. "
+            "id=run_1, or id=null for a new run",
+        ) from None
 
 
 class ResumableWandbLogger(WandbLogger):
@@ -50,6 +65,7 @@ class ResumableWandbLogger(WandbLogger):
         # never share a group. A job's name is its own overrides, which W&B would otherwise make up.
         # extra_tags: the run's own (the config's `tags`), after the choices the config tags every run with.
         tags = [*(tags or []), *(str(tag) for tag in extra_tags or [])]
+        check_run_id(kwargs.get("id"))
         # The steps the run's earlier folders already hold (a resumed run is given the id it continues).
         self._held = held_steps(kwargs.get("save_dir"), kwargs.get("id"))
         if kwargs.get("id") and os.environ.get("WANDB_MODE") == "offline" and "settings" not in kwargs:

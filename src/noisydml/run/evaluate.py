@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from noisydml.run.checks.arguments import check_arguments
+from noisydml.run.checks.arguments import check_arguments, check_evaluation_arguments
 from noisydml.run.cli import quoted, run_hydra, stored_overrides
 from noisydml.utils.errors import BadInput
 from noisydml.utils.run_directory import CHECKPOINTS, RunDir
@@ -37,6 +37,7 @@ def eval_arguments(argv: list[str]) -> list[str]:
     stored = []
     run_dir = checkpoint.parent.parent
     if checkpoint.parent.name == CHECKPOINTS and RunDir(run_dir).overrides.is_file():
+        check_evaluation_arguments(argv, run_dir)
         given_keys = {a.split("=", 1)[0] for a in argv}
         stored = [
             o

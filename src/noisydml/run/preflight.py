@@ -33,6 +33,7 @@ from noisydml.run.checks.folders import check_caches, check_written_folders
 from noisydml.run.checks.library import (
     check_hardware,
     check_lengths,
+    check_loss_lr,
     check_metric_sizes,
     check_one_batch,
     check_optimization,
@@ -92,6 +93,7 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
         **cfg.module,
     )
     check_optimization(cfg, model)
+    check_loss_lr(cfg, model.loss, datamodule.training_set(), choices)
     check_metrics(cfg, datamodule, model.metrics)
     check_selection(cfg, datamodule, model.metrics)
     check_trains(cfg, model.has_parameters_to_train())

@@ -32,6 +32,7 @@ from noisydml.loggers.resumable_csv import ResumableCSVLogger, keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
 from noisydml.run.checks.folders import check_output_dir, check_run_directory, check_run_folder, check_writers
+from noisydml.run.checks.library import build
 from noisydml.run.checks.outcome import result_status
 from noisydml.run.numerics import numerics_record
 from noisydml.run.preflight import prepare
@@ -260,9 +261,9 @@ def _build(
     # A resumed run continues its W&B run (WandbLogger resumes an id it is given).
     wandb_id = {"id": run.wandb_id()} if checkpoint is not None and run.wandb_id() else {}
     chosen = {f"logger.{name}": node for name, node in (cfg.logger or {}).items() if node is not None}
-    loggers = [instantiate(node, **(wandb_id if "id" in node else {})) for node in chosen.values()]
+    loggers = [build(key, node, **(wandb_id if "id" in node else {})) for key, node in chosen.items()]
     given = {f"callbacks.{name}": node for name, node in cfg.callbacks.items() if node is not None}
-    callbacks = [instantiate(node) for node in given.values()]
+    callbacks = [build(key, node) for key, node in given.items()]
     # Before a logger writes anything (TensorBoard's hyperparameters are written at once).
     check_writers(dict(zip([*chosen, *given], [*loggers, *callbacks], strict=True)), run.path)
     if not any(isinstance(logger, CSVLogger) for logger in loggers):

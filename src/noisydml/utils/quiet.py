@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class _DropTips(logging.Filter):
@@ -43,3 +45,18 @@ def quiet_wandb() -> None:
 
     os.environ.setdefault("WANDB_SILENT", "true")
     wandb.setup()
+
+
+@contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """Lightning's lines about the devices it found, for a Trainer built only to be checked: the run's own
+    Trainer says them once."""
+    loggers = [logging.getLogger(n) for n in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)

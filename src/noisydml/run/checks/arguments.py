@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -32,6 +34,7 @@ def check_arguments(argv: list[str]) -> None:
     before it starts: an override it cannot parse, an unknown group option (with the closest one), a
     ``name=`` too long for a folder, a run or sweep folder that cannot be written."""
     parser = OverridesParser.create()
+    sweep = any(a in SWEEP_FLAGS for a in argv)
     # The longest "key=value" of each override a sweep job's folder is named by (conf/hydra/default.yaml).
     job_name_parts = []
     excluded = _sweep_folder_excludes()
@@ -70,6 +73,14 @@ def check_arguments(argv: list[str]) -> None:
                 "files "
                 "would land beside or over other runs'; give a name without '..' or a leading '/'"
             )
+        if key == "name" and sweep and "${" in argument:
+            raise BadInput(
+                f"{argument} is resolved by each job of the sweep with its own values, but the "
+                "sweep's folder, outputs/sweeps/<name>/, is named once: the jobs would scatter over "
+                "folders apart from their sweep's; give a plain name=, the job folders tell the values apart"
+            )
+        if key == "hydra/launcher" and sweep and "slurm" in values:
+            _check_cluster()
         if key == "name" and any(len(v.encode()) > NAME_MAX for v in values):
             raise BadInput(
                 f"name={values[0][:40]}... is longer than the {NAME_MAX} bytes a folder name may have (runs "
@@ -82,7 +93,24 @@ def check_arguments(argv: list[str]) -> None:
         if not key.startswith("hydra") and key not in excluded:
             prefix = argument[: len(argument) - len(argument.lstrip("+~"))]
             job_name_parts.append(max(len(f"{prefix}{key}={v}".encode()) for v in named or [""]))
-    _check_job_folder_name(argv, job_name_parts)
+    _check_job_folder_name(argv, job_name_parts, sweep)
+
+
+def _check_cluster() -> None:
+    """``hydra/launcher=slurm`` submits each job with ``sbatch`` to a SLURM controller: both answer here."""
+    reason = "sbatch is not on PATH" if shutil.which("sbatch") is None else None
+    if reason is None:
+        try:
+            found = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=60)
+            said = (found.stderr or found.stdout).strip().splitlines() or [f"exit {found.returncode}"]
+            reason = f"no SLURM controller answers ({said[-1]})" if found.returncode else None
+        except (OSError, subprocess.TimeoutExpired) as error:
+            reason = f"no SLURM controller answers ({error})"
+    if reason is not None:
+        raise BadInput(
+            f"hydra/launcher=slurm submits the sweep's jobs to a SLURM cluster, but {reason}; run the sweep "
+            "where SLURM is (a cluster's login node), or drop hydra/launcher=slurm to run the jobs here"
+        )
 
 
 def _sweep_folder_excludes() -> list[str]:
@@ -91,10 +119,9 @@ def _sweep_folder_excludes() -> list[str]:
     return hydra_config["job"]["config"]["override_dirname"]["exclude_keys"]
 
 
-def _check_job_folder_name(argv: list[str], parts: list[int]) -> None:
+def _check_job_folder_name(argv: list[str], parts: list[int], sweep: bool) -> None:
     """In a sweep each job's folder is named by its overrides: refuse a sweep whose longest job folder name
     no file system takes, before any job runs (it failed with a traceback as the first job started)."""
-    sweep = any(a in ("-m", "--multirun") for a in argv)
     named_otherwise = any(a.startswith("hydra.sweep.subdir=") for a in argv)
     longest = sum(parts) + max(len(parts) - 1, 0)
     if sweep and not named_otherwise and longest > NAME_MAX:
@@ -178,4 +205,35 @@ def check_search_arguments(argv: list[str]) -> None:
         raise BadInput(
             f"hydra.sweeper.direction={direction} is not an option; use one of: {', '.join(DIRECTIONS)} "
             "(the validation metric is a score: maximize)"
+        )
+
+
+# What an evaluation (``noisydml-eval``) reads beyond its checkpoint's run's config: how it scores, which
+# data set and where its files are, where it runs and records. Sections take any key below them.
+EVALUATION_SECTIONS = ("metrics", "paths", "logger", "hydra", "hydra/launcher")
+EVALUATION_KEYS = (
+    *("ckpt_path", "dataset", "dataset.root", "name", "tags", "cpu_threads", "numerics"),
+    *("data.eval_batch_size", "data.num_workers", "data.pin_memory", "data.score_train"),
+    *("trainer", "trainer.accelerator", "trainer.devices", "trainer.precision"),
+)
+
+
+def check_evaluation_arguments(argv: list[str], run_dir: Path) -> None:
+    """An evaluation keeps the config its checkpoint's run (``run_dir``) trained with, but for what it
+    reads itself: any other key would be recorded as the evaluation's without having been used (the noise,
+    the loss), or would score another split, part of which the network trained on (a data set's split
+    keys)."""
+    for argument in (a for a in argv if "=" in a and not a.startswith("-")):
+        key = argument.split("=", 1)[0].lstrip("+~")
+        if key in EVALUATION_KEYS or any(key.startswith(f"{s}.") or key == s for s in EVALUATION_SECTIONS):
+            continue
+        why = (
+            "it splits the data otherwise: part of the samples it would test were trained on"
+            if key.startswith("dataset.")
+            else "an evaluation does not read it, yet would record it as its own"
+        )
+        settable = ", ".join((*EVALUATION_KEYS[1:], *EVALUATION_SECTIONS[:-1]))
+        raise BadInput(
+            f"noisydml-eval: {argument} departs from the config {run_dir} trained with ({why}); drop it "
+            f"(an evaluation sets only {settable})"
         )

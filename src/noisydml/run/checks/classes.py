@@ -132,6 +132,13 @@ ORDERS: dict[str, tuple[Ordered, ...]] = {
     ),
 }
 
+# Library class path -> the parameters a loss reads only when it draws its own tuples: given a miner's
+# (``indices_tuple``), pytorch-metric-learning uses those and ignores them. A class inherits its bases'.
+OWN_TUPLES: dict[str, tuple[str, ...]] = {
+    "pytorch_metric_learning.losses.TripletMarginLoss": ("triplets_per_anchor",),
+    "pytorch_metric_learning.losses.MarginLoss": ("triplets_per_anchor",),
+}
+
 SIMILARITY = "pytorch_metric_learning.distances.DotProductSimilarity"
 # Packages whose classes pass **kwargs on to their base class, so the bases' parameters are the options.
 FORWARDS_KWARGS = ("pytorch_metric_learning", "noisydml")
@@ -164,6 +171,8 @@ def check_classes(cfg: DictConfig) -> None:
                 _check_type(f"{path}.{name}", raw(node, str(name)), kinds[name])
         _check_ranges(path, node, target)
         _check_orders(path, node, target)
+        if path.split(".")[0] == "loss" and isinstance(cfg.get("miner"), DictConfig):
+            _check_own_tuples(path, node, target, cfg.miner)
 
 
 def _check_ranges(path: str, node: DictConfig, target: Any) -> None:
@@ -197,6 +206,25 @@ def _check_orders(path: str, node: DictConfig, target: Any) -> None:
                     f"{path}.{first}={low} is {'at or above' if order.strict else 'above'} "
                     f"{path}.{second}={high} ({order.why}); lower {path}.{first} or raise {path}.{second}"
                 )
+
+
+def _check_own_tuples(path: str, node: DictConfig, target: Any, miner: DictConfig) -> None:
+    """A loss given a miner's tuples reads none of its parameters for drawing its own: one set to other
+    than its default would be recorded as the run's without having been used."""
+    for klass in inspect.getmro(target) if inspect.isclass(target) else ():
+        for name in _own_tuples().get(klass, ()):
+            if name in node and node[name] != parameter_default(target, name):
+                raise BadInput(
+                    f"{path}.{name}={node[name]} is read only when the loss draws its own tuples, but "
+                    f"the miner ({str(miner['_target_']).rsplit('.', 1)[-1]}) supplies them and "
+                    f"{klass.__name__} then ignores it; drop {path}.{name}, or use miner=none to let the "
+                    "loss draw them"
+                )
+
+
+@functools.cache
+def _own_tuples() -> dict[Any, tuple[str, ...]]:
+    return _by_class(OWN_TUPLES)
 
 
 @functools.cache

@@ -13,11 +13,9 @@ A library's refusal is translated into one line naming the key, the value and a 
 from __future__ import annotations
 
 import copy
-import logging
 import math
 import os
 from collections.abc import Callable
-from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -28,9 +26,10 @@ from torch.utils.data import default_collate
 
 from noisydml.core.hooks import hooks_of
 from noisydml.run.checks.classes import import_target, parameter_default
-from noisydml.run.checks.walk import raw, shown, target_nodes
+from noisydml.run.checks.walk import given_keys, raw, shown, target_nodes
 from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
+from noisydml.utils.quiet import quiet_lightning
 
 # The parts the run builds from a node of its own: built once here, before the data are read, so that
 # their constructors' checks refuse a value before anything costly (the data, the noise) is done.
@@ -43,27 +42,26 @@ def check_built(cfg: DictConfig) -> None:
     the run then draws."""
     for section in BUILT_EARLY:
         node = cfg.get(section)
-        if not isinstance(node, DictConfig) or "_target_" not in node:
-            continue
-        try:
-            instantiate(node)
-        except Exception as error:
-            cause = error
-            while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
-                cause = cause.__cause__
-            if isinstance(cause, BadValue):
-                raise cause.under(_place(cfg, section, cause.key)) from error
-            if isinstance(cause, BadInput):
-                raise cause from error
-            raise library_error(section, node, instantiate, error) from error
+        if isinstance(node, DictConfig) and "_target_" in node:
+            build(section, node)
 
 
-def _place(cfg: DictConfig, section: str, name: str) -> str:
-    """The node below ``section`` that holds the parameter ``name`` (a wrapped loss's, ``loss.loss``)."""
-    for path, node in target_nodes(cfg.get(section), section):
-        if name in node:
-            return path
-    return section
+def build(key: str, node: DictConfig, **kwargs: Any) -> Any:
+    """The object ``node`` (the config at ``key``) builds; a constructor's refusal names the parameter at
+    its place below ``key`` (a wrapped loss's, ``loss.loss.margin``), a library's is one line naming the
+    key it refused (:func:`library_error`)."""
+    try:
+        return instantiate(node, **kwargs)
+    except Exception as error:
+        cause = error
+        while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        if isinstance(cause, BadValue):
+            place = next((path for path, n in target_nodes(node, key) if cause.key in n), key)
+            raise cause.under(place) from error
+        if isinstance(cause, BadInput):
+            raise cause from error
+        raise library_error(key, node, lambda n: instantiate(n, **kwargs), error) from error
 
 
 # --- Library errors -----------------------------------------------------------------------------------
@@ -84,7 +82,7 @@ def library_error(
         with open_dict(trial):
             del trial[name]
         try:
-            with _quiet():
+            with quiet_lightning():
                 build(trial)
         except Exception:
             continue
@@ -125,7 +123,7 @@ def check_trainer(cfg: DictConfig) -> Any:
         return instantiate(node, logger=False, callbacks=[], plugins=plugins, enable_checkpointing=False)
 
     try:
-        with _quiet():
+        with quiet_lightning():
             trainer = build(cfg.trainer)
     except BadInput:
         raise
@@ -192,6 +190,23 @@ def first_batch(datamodule: Any) -> tuple:
         for p in (labels == c).nonzero()[0][: datamodule.K]
     ]
     return default_collate([datamodule.train_set[int(p)] for p in positions])
+
+
+def check_loss_lr(cfg: DictConfig, loss: Any, training_set: Any, choices: dict[str, str]) -> None:
+    """``module.loss_lr`` is the learning rate of the loss's own parameters: given for this run to a loss
+    that has none once set up on the data, nothing reads it. A protocol's or an experiment's value, shared
+    by every method it runs, is a default, not the run's choice."""
+    lr = OmegaConf.select(cfg, "module.loss_lr", default=None)
+    if lr is None or "module.loss_lr" not in given_keys():
+        return
+    trial = copy.deepcopy(loss)
+    hooks_of(trial).setup(training_set)
+    if not any(p.requires_grad for p in trial.parameters()):
+        raise BadInput(
+            f"module.loss_lr={lr} is the learning rate of the loss's own parameters, but "
+            f"loss={choices.get('loss', type(loss).__name__)} has none, so nothing reads it; drop "
+            "module.loss_lr (optimizer.lr trains the backbone)"
+        )
 
 
 def check_metric_sizes(datamodule: Any, evaluator: Any) -> None:
@@ -267,20 +282,6 @@ def check_hardware(cfg: DictConfig) -> None:
             f"trainer.precision={precision} needs a GPU: on the CPU Lightning would run bf16-mixed instead; "
             "use trainer.precision=32-true, or bf16-mixed"
         )
-
-
-@contextmanager
-def _quiet():
-    """Lightning's lines about the devices it found, said once by the run's own Trainer."""
-    loggers = [logging.getLogger(n) for n in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
 
 
 def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> None:

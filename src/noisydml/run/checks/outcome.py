@@ -26,6 +26,9 @@ from noisydml.utils.run_directory import DEBUG, EVALUATED, FINISHED, STOPPED, UN
 VALIDATION = "val"
 # Lightning's flags that run part of the data: their metrics are not a run's result.
 LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches")
+# A callback's flag to act at the training epoch's end instead of after each validation (early stopping,
+# a checkpoint); Lightning's default, null, chooses by when validation runs.
+AT_TRAIN_EPOCH_END = ("check_on_train_epoch_end", "save_on_train_epoch_end")
 
 
 def check_trains(cfg: DictConfig, has_parameters_to_train: bool) -> None:
@@ -69,6 +72,13 @@ def check_selection(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
                 f"callbacks.{name}.monitor={monitor} watches the test split, which would then choose the "
                 f"result; watch a validation metric, e.g. callbacks.{name}.monitor={metric}"
             )
+        for flag in AT_TRAIN_EPOCH_END if monitor.startswith(f"{VALIDATION}/") else ():
+            if node.get(flag) is True and (when := _validation_not_at_epoch_end(cfg)):
+                raise BadInput(
+                    f"callbacks.{name}.{flag}=true reads {monitor} at each training epoch's end, but "
+                    f"validation runs {when}, so it would read a metric not yet logged, or a stale one; "
+                    f"drop callbacks.{name}.{flag} (it then acts after each validation)"
+                )
         mode = node.get("mode") if monitor else None
         if mode is not None and mode != better(monitor):
             raise BadInput(
@@ -83,6 +93,17 @@ def check_selection(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
             "select nothing and the last epoch be tested as if selected; drop it, or train without a "
             "validation split: data.val_fraction=0"
         )
+
+
+def _validation_not_at_epoch_end(cfg: DictConfig) -> str | None:
+    """When validation runs, where that is not once at each training epoch's end; None where it is."""
+    every = OmegaConf.select(cfg, "trainer.check_val_every_n_epoch", default=1)
+    interval = OmegaConf.select(cfg, "trainer.val_check_interval", default=None)
+    if every != 1:
+        return f"every {every} epochs (trainer.check_val_every_n_epoch={every})" if every else "by steps"
+    if interval is not None and not (isinstance(interval, float) and interval == 1.0):
+        return f"at trainer.val_check_interval={interval}"
+    return None
 
 
 def _way(mode: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 ABSENT = object()
@@ -62,3 +63,11 @@ def shown(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return f"[{','.join(shown(item) for item in value)}]"
     return "null" if value is None else str(value)
+
+
+def given_keys() -> set[str]:
+    """The keys set for this run on the command line (Hydra's ``overrides.task``: a sweep job's own values
+    included), not by a config file; none where the config was composed without Hydra."""
+    if not HydraConfig.initialized():
+        return set()
+    return {str(o).split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
