@@ -7,7 +7,7 @@ import pytest
 
 import layouts
 from noisydml.data.check import PUBLISHED
-from noisydml.run.check_data import check, main
+from noisydml.run.check_data import dataset_check, main
 
 # Each generator with 4 classes (items) x 3 images: how the data set's split divides the 12 images.
 GENERATED = {
@@ -23,7 +23,7 @@ GENERATED = {
 def test_each_layout_is_counted_by_its_published_splits(tmp_path, dataset):
     make, counts = GENERATED[dataset]
     make(tmp_path)
-    result = check(dataset, [f"paths.data_dir={tmp_path}"])
+    result = dataset_check(dataset, [f"paths.data_dir={tmp_path}"])
     assert result.counts == counts and set(counts) == set(PUBLISHED[dataset])
     # A generated folder is no published data set: every count differs, and the output says so.
     assert not result.ok and set(result.mismatched) == set(counts)
@@ -54,7 +54,7 @@ def test_a_missing_layout_file_is_named_with_the_layout(tmp_path, capsys):
 def test_cars98n_download_is_checked_against_prisms_link_list(tmp_path, capsys):
     # 4 class folders of 3 images and an error page saved as .jpg, as PRISM's download script leaves them.
     folder = layouts.make_cars98n(tmp_path)
-    result = check("cars98n", [f"paths.data_dir={tmp_path}"])
+    result = dataset_check("cars98n", [f"paths.data_dir={tmp_path}"])
     assert result.counts == {"train": 13, "train classes": 4, "test": 6}
     (page,) = result.unreadable
     assert page[0].endswith("dead--link.jpg") and result.skips_unreadable
@@ -68,4 +68,4 @@ def test_cars98n_download_is_checked_against_prisms_link_list(tmp_path, capsys):
     # More images than PRISM's list holds is no download of it.
     for k in range(9558):
         (folder / "img_v3" / "0" / f"extra{k}.jpg").touch()
-    assert "train" in check("cars98n", [f"paths.data_dir={tmp_path}"]).mismatched
+    assert "train" in dataset_check("cars98n", [f"paths.data_dir={tmp_path}"]).mismatched

@@ -20,7 +20,7 @@ from noisydml import CONFIG_DIR
 from noisydml.data.check import PUBLISHED, Check, check_layout
 
 
-def check(dataset: str, overrides: Sequence[str] = ()) -> Check:
+def dataset_check(dataset: str, overrides: Sequence[str] = ()) -> Check:
     """Read ``dataset`` as a run would, count its splits and open every image's header."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="config overrides, e.g. paths.data_dir=/datasets")
     args = parser.parse_args(argv)
     try:
-        result = check(args.dataset, args.overrides)
+        result = dataset_check(args.dataset, args.overrides)
     except (OSError, ValueError, KeyError) as error:
         # A layout file missing or malformed: the message names it and the layout expected.
         print(f"{args.dataset}: {error}", file=sys.stderr)
