@@ -21,10 +21,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,mlflow,tensorboard]"
 	touch $(STAMP)
 
-## The default experiment (digits, noise 0.2) with portable numerics (the same numbers on any x86-64 CPU:
+## The default experiment (digits, noise 0.2) with strict numerics (the same numbers on any x86-64 CPU:
 ## noisydml.run.numerics); pass overrides with ARGS="noise.rate=0.4 ...".
 run: install
-	$(BIN)/noisydml numerics=portable $(ARGS)
+	$(BIN)/noisydml numerics=strict $(ARGS)
 
 ## The test suite (GPU tests skip themselves on a machine without one).
 test: install
@@ -118,7 +118,7 @@ sweep: install
 .PHONY: publish-run
 publish-run: install
 	@rm -rf outputs/publish-run
-	$(BIN)/noisydml numerics=portable hydra.run.dir=outputs/publish-run
+	$(BIN)/noisydml numerics=strict hydra.run.dir=outputs/publish-run
 	$(BIN)/python scripts/publish_run.py outputs/publish-run
 	$(BIN)/python scripts/readme_tables.py
 

@@ -46,7 +46,7 @@ def cases() -> dict[str, list[str]]:
             "noise.rate=0.5",
             "seed=0",
         ],
-        "default": ["-m", "numerics=portable"],
+        "default": ["-m", "numerics=strict"],
         "mnist5k": [
             "-m",
             "experiment=noisy_dml/mnist5k_symmetric",

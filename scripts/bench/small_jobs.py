@@ -176,8 +176,8 @@ def runner_child(arguments: list[str]) -> dict:
     from noisydml.run import cli
     from noisydml.run.numerics import apply_numerics
 
-    # The experiments compute with portable numerics, which must be in force before torch loads.
-    apply_numerics("portable")
+    # The experiments compute with strict numerics, which must be in force before torch loads.
+    apply_numerics("strict")
 
     # The imports a run makes before its first job: the trainer's modules (torch, Lightning, faiss).
     import noisydml.run.train  # noqa: F401
@@ -219,7 +219,7 @@ def plain_child(config_path: Path, jobs: int) -> dict:
 
     from noisydml.run.numerics import apply_numerics
 
-    apply_numerics("portable")
+    apply_numerics("strict")
 
     import numpy as np
     import torch

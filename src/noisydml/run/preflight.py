@@ -67,7 +67,7 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
         choose_wandb_mode()
         quiet_wandb()
     threads = cfg.cpu_threads
-    if threads is None and cfg.get("numerics") == "portable":
+    if threads is None and cfg.get("numerics") == "strict":
         # A sum split over threads rounds differently with their number, which differs between machines.
         threads = 1
     if threads is not None:

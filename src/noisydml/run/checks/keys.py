@@ -19,7 +19,7 @@ KEYS = (
     Rule("cpu_threads", int, 1, optional=True, example="cpu_threads=1"),
     Rule("resume", str, options=("auto", "never")),
     Rule("resume_from", str, options=("last", "previous")),
-    Rule("numerics", str, options=("native", "portable")),
+    Rule("numerics", str, options=("native", "strict")),
     # 0: evaluate the backbone as it is (BDML's PCA baseline).
     Rule("trainer.max_epochs", int, 0, example="trainer.max_epochs=20"),
     Rule(
