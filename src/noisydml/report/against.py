@@ -4,7 +4,7 @@ committed runs (its ``runs.csv``, :mod:`noisydml.report.board`), without running
 Each finished run of the user's is paired with the committed runs of the same experiment (the
 ``experiment=`` it ran under), noise model, noise rate and seed: the same noisy labels, as the committed
 methods pair with one another. A pairing whose ``split_hash`` or ``label_hash`` differs is refused (the
-numbers would not be on the same labels); one whose numerics mode differs is said (portable and native
+numbers would not be on the same labels); one whose numerics mode differs is said (strict and native
 numerics round differently). The user's run then takes the place its job would have had in the
 reproduction's sweep: the committed job's overrides with the user's method, under the reproduction's figure.
 
@@ -102,7 +102,7 @@ def place(
             warnings.append(
                 f"{where}: numerics={row['numerics'] or '?'} at {row['cpu_capability'] or '?'} here, "
                 f"numerics={twin['numerics'] or '?'} at {twin['cpu_capability'] or '?'} on the board; their "
-                "numbers round differently (run with numerics=portable to match a portable board)"
+                "numbers round differently (run with the board's numerics= to match it)"
             )
         committed_run = run_of(twin)
         warnings += _protocol(run, committed_run, where)
