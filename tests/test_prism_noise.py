@@ -174,7 +174,7 @@ def test_from_file_imports_a_prism_list_with_counts_and_true_labels(tmp_path):
     assert (noisy.observed != noisy.true).sum() == 2
     # Observed labels are remapped 0..C-1 for the losses: 101 is a fourth class beside 1, 2, 3.
     assert module.num_train_classes == 4
-    module.write_labels(tmp_path / "labels.csv", tmp_path / "u.csv", tmp_path / "v.csv")
+    module.write_labels(tmp_path / "labels.csv", tmp_path / "u.csv", tmp_path / "v.csv", tmp_path / "f.csv")
     with (tmp_path / "labels.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(train) - 1

@@ -37,6 +37,8 @@ def test_study_of_three_trials_chooses_the_best_validation_value_and_the_sweep_u
     study = tmp_path / "outputs" / "tuning" / experiment / "zhang2023/bspml"
     trials = [json.loads(p.read_text()) for p in study.rglob("results.json")]
     assert len(trials) == 3
+    # The experiment's numerics hold in every trial of the one process the study runs in.
+    assert {trial["numerics"]["mode"] for trial in trials} == {"strict"}
     scores = {
         trial["config"]["loss"]["age_max"]: trial["metrics"]["selected_val/recall@1"] for trial in trials
     }

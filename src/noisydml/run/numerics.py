@@ -23,6 +23,10 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
 
 from noisydml.utils.errors import BadInput
 
@@ -70,6 +74,14 @@ def apply_numerics(mode: str) -> None:
         from noisydml.run import vml
 
         vml.install()
+
+
+class PinNumerics(Callback):
+    """Sets a sweep's numerics as it starts, before its sweeper is built: a sweeper may load numpy (Optuna's
+    does), which reads its CPU features once, so a mode set by the first job would come too late for it."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        apply_numerics(config.get("numerics", "native"))
 
 
 def in_force() -> str:
