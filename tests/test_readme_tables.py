@@ -306,8 +306,7 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
     # The comparisons not run at this version say which command writes them.
     readme = " ".join(readme.split())
     assert (
-        "MNIST-1D, and instance-dependent noise on the digits and MNIST-5k "
-        "(`make reproduce-noisy-dml-mnist1d`)" in readme
+        "MNIST-1D, and instance-dependent noise on the digits (`make reproduce-noisy-dml-mnist1d`)" in readme
     )
 
 
@@ -339,3 +338,36 @@ def test_the_methods_better_than_the_reference_are_named_apart_where_only_all_th
     ]
     (row,) = tables.comparison_rows(many, [], reference, "below")
     assert row.endswith("| 2 methods on both halves of the seeds, 5 on all seeds only, named below |")
+
+
+def test_exploratory_comparisons_are_counted_and_named_apart_from_the_confirmatory_ones() -> None:
+    # A comparison off its experiment's registered seeds (comparisons.csv's exploratory column) never reads
+    # as a confirmatory verdict: its counts and names come after "exploratory:".
+    reference = "kNN filter + triplet"
+    verdicts = [
+        ("PRISM", "better", "better", ""),
+        ("MCL", "worse", "worse", ""),
+        ("SNR", "better", "better", "yes"),
+        ("FastAP", "inconclusive", "inconclusive", "yes"),
+    ]
+    rows = [
+        {
+            "dataset": "mnist1d",
+            "noise": "uniform",
+            "noise_rate": "0.5",
+            "method": method,
+            "baseline": reference,
+        }
+        | {"verdict": verdict, "verdict_all_seeds": pooled, "exploratory": exploratory}
+        for method, verdict, pooled, exploratory in verdicts
+    ]
+    (row,) = tables.comparison_rows(rows, [], reference, "below")
+    cells = [c.strip() for c in row.split("|")]
+    assert cells[4] == (
+        "1 better, 1 worse of 2 (1, 1 on both halves); "
+        "exploratory: 1 better, 0 worse of 2 (1, 0 on both halves)"
+    )
+    assert cells[5] == "PRISM at 50%; exploratory: SNR at 50%"
+    # Only exploratory rows (a pilot, or a setting whose focused run was traded): said so.
+    (row,) = tables.comparison_rows(rows[2:], [], reference, "below")
+    assert row.split("|")[5].strip() == "exploratory: SNR at 50%"

@@ -21,7 +21,7 @@ from noisydml.report.records import Departure
 @dataclass(frozen=True)
 class Registration:
     """An experiment's registered seeds (``report.seeds``), the pilot that sized them (``report.pilot``,
-    empty when none was declared) and the seeds its sweep runs."""
+    empty when none was declared) and the seeds its sweep runs (``hydra.sweeper.params`` and ``grids``)."""
 
     experiment: str
     seeds: tuple[int, ...]
@@ -67,12 +67,23 @@ def registrations(root: Path = CONFIG_DIR) -> dict[str, Registration]:
         report = config.get("report") or {}
         if report.get("seeds") is None or not report.get("figure"):
             continue
-        swept = (((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}).get("seed")
+        sweeper = (config.get("hydra") or {}).get("sweeper") or {}
+        # The params' seeds, and each grid's (a comparison's focused methods and the rest at fewer seeds).
+        sweeps = [sweeper.get("params") or {}, *(sweeper.get("grids") or {}).values()]
+        swept = sorted({s for sweep in sweeps for s in _seeds((sweep or {}).get("seed"))})
         experiment = path.relative_to(root / "experiment").with_suffix("").as_posix()
         found[str(report["figure"])] = Registration(
-            experiment, _seeds(report["seeds"]), _seeds(report.get("pilot")), _seeds(swept)
+            experiment, _seeds(report["seeds"]), _seeds(report.get("pilot")), tuple(swept)
         )
     return found
+
+
+def exploratory(figure: str, seeds) -> bool:
+    """Whether a comparison of the experiment reported as ``figure``, on ``seeds`` (those both its methods
+    ran), is exploratory: the experiment registers seeds and these are not all of them (a method swept at
+    fewer seeds, its pilot's, or a run missing). An experiment that registers none has nothing to mark."""
+    registration = registrations().get(figure)
+    return registration is not None and {int(float(s)) for s in seeds} != set(registration.seeds)
 
 
 def ran(rows: list[dict]) -> set[int]:
