@@ -210,9 +210,9 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
         in detail
     )
     assert "abcdef0" not in text  # the commit is in the detail, never in the README (no history there)
-    # Runs trained at two commits: both named.
+    # Runs trained at two commits: both named, and said to be mixed.
     (folder / "stamp.json").write_text(json.dumps({**stamp, "commit": ["abcdef0123", "1234567890"]}))
-    assert "`make reproduce-digits` at abcdef0 / 1234567 on Test CPU" in tables.detail(tmp_path)
+    assert "`make reproduce-digits` at 2 commits, MIXED (abcdef0 / 1234567: " in tables.detail(tmp_path)
     for key, wall_s, said in (
         ("digits", 24 * 60, ", 16 runs in 24 min on 2 cores, 2 runs at a time (budget 30 min)"),
         ("mnist5k", 71 * 60, ", 16 runs in 71 min on 2 cores, 2 runs at a time, over its 60-min budget"),
@@ -371,3 +371,36 @@ def test_exploratory_comparisons_are_counted_and_named_apart_from_the_confirmato
     # Only exploratory rows (a pilot, or a setting whose focused run was traded): said so.
     (row,) = tables.comparison_rows(rows[2:], [], reference, "below")
     assert row.split("|")[5].strip() == "exploratory: SNR at 50%"
+
+
+def test_publishing_refuses_runs_of_two_commits_and_the_readme_says_so_of_a_mixed_stamp(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from test_report import write_run
+
+    for seed, commit in ((0, "a" * 40), (1, "b" * 40)):
+        run = write_run(
+            tmp_path / "sweep" / str(seed),
+            [f"seed={seed}"],
+            choices={"method": "le2019/triplet_random_semihard"},
+            config={"seed": seed, "name": "tiny", "report": {"figure": "tests/tiny"}},
+            metrics={"test/recall@1": 0.5},
+        )
+        results = json.loads((run / "results.json").read_text())
+        results["versions"] = {"torch": "2", "git_commit": commit}
+        (run / "results.json").write_text(json.dumps(results))
+    publish = script("publish_results")
+    with pytest.raises(SystemExit):
+        publish.main(["mixed", str(tmp_path / "sweep"), "--results", str(tmp_path / "results")])
+    assert (
+        "the runs trained at 2 commits (aaaaaaaaaaaa (1 runs), bbbbbbbbbbbb (1 runs))"
+        in capsys.readouterr().err
+    )
+    # Refused before anything is written.
+    assert not (tmp_path / "results" / "mixed").exists()
+    folder = tmp_path / "results" / "mixed"
+    folder.mkdir(parents=True)
+    stamp = {"commit": ["a" * 40, "b" * 40], "mixed_commits": True, "cpu": ["x"], "numerics": ["strict"]}
+    (folder / "stamp.json").write_text(json.dumps(stamp))
+    line = tables.stamp_line(folder, [], "make reproduce-mixed")
+    assert "2 commits, MIXED (aaaaaaa / bbbbbbb: its runs are not one version's)" in line

@@ -441,11 +441,15 @@ def stamp_line(folder: Path, rows: list[dict] | None, command: str) -> str:
         seeds = f"{len(counts)} experiments with {counts[0]} seeds each"
     else:
         seeds = f"{len(counts)} experiments with {', '.join(map(str, counts[:-1]))} and {counts[-1]} seeds"
-    # A list when the runs trained at several commits (publish_results.py records each).
+    # A list when the runs trained at several commits (publish_results.py refuses it but when asked): said
+    # loudly, as its verdicts mix versions.
     commits = stamp.get("commit") or "?"
-    commit = " / ".join(str(c)[:7] for c in (commits if isinstance(commits, list) else [commits])) + (
+    listed = commits if isinstance(commits, list) else [commits]
+    commit = " / ".join(str(c)[:7] for c in listed) + (
         " with local changes" if stamp.get("tree_changed") else ""
     )
+    if len(listed) > 1:
+        commit = f"{len(listed)} commits, MIXED ({commit}: its runs are not one version's)"
     cpus = "; ".join(stamp.get("cpu") or ["?"])
     runs = f", {stamp['complete_runs']} runs" if stamp.get("complete_runs") else ""
     return (
