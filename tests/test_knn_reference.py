@@ -399,7 +399,11 @@ def test_every_method_is_compared_with_the_reference_but_the_reference_itself(tm
             f"- digits: **{method}** vs kNN filter + triplet: better at 0 of 1 settings, worse at 0, "
             "inconclusive at 0, underpowered at 1" in text
         )
-    shown = r"\*\*underpowered \(needs \d+ seeds; all seeds worse; halves inconclusive / inconclusive\)\*\*"
+    # Three of the 24 seeds noisy_dml/digits_symmetric registers: exploratory, and said so.
+    shown = (
+        r"\*\*underpowered \(needs \d+ seeds; all seeds worse; halves inconclusive / inconclusive\), "
+        r"exploratory\*\*"
+    )
     assert len(re.findall(shown, text)) == 2
     assert "- digits: **EPS + Triplet** vs Triplet: better at 0 of 1 settings" in text
     assert "**kNN filter + triplet** vs" not in text
