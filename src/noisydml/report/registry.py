@@ -9,6 +9,7 @@ child's, without Hydra's composition: the README is drawn without composing twen
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,18 @@ def unregistered(figure: str, seeds: set[int]) -> Departure | None:
         f"on {kind} seeds ({_span(sorted(seeds))}), not the ones registered for its confirmatory run "
         f"({where}): exploratory",
     )
+
+
+def apart(rows: list[dict], cell: Callable[[list[dict]], str]) -> str:
+    """``cell`` of a committed comparisons.csv's confirmatory rows, then, after ``exploratory:``, of those it
+    marks exploratory (off the registered seeds), so that no exploratory verdict reads as a confirmatory
+    one (the README's cells)."""
+    exploratory = [r for r in rows if r.get("exploratory") == "yes"]
+    confirmatory = [r for r in rows if r.get("exploratory") != "yes"]
+    if not exploratory:
+        return cell(confirmatory)
+    text = f"exploratory: {cell(exploratory)}"
+    return f"{cell(confirmatory)}; {text}" if confirmatory else text
 
 
 def _span(seeds) -> str:

@@ -222,23 +222,10 @@ def comparison_rows(rows: list[dict], detection: list[dict], label: str, where: 
         )
         own = [r for r in found if r["baseline"] != label]
         reference = [r for r in found if r["baseline"] == label]
-        out.append(
-            f"| {dataset}, {noise} | {seen or '-'} | {_split(own, _tally)} | {_split(reference, _tally)} "
-            f"| {_md(_split(reference, lambda rows: _better_names(rows, where)))} |"
-        )
+        named = registry.apart(reference, lambda rows: _better_names(rows, where))
+        tallies = f"{registry.apart(own, _tally)} | {registry.apart(reference, _tally)}"
+        out.append(f"| {dataset}, {noise} | {seen or '-'} | {tallies} | {_md(named)} |")
     return out
-
-
-def _split(rows: list[dict], cell: Callable[[list[dict]], str]) -> str:
-    """``cell`` of the confirmatory rows, then apart, after ``exploratory:``, of the rows comparisons.csv
-    marks exploratory (off the experiment's registered seeds), so that no exploratory verdict reads as a
-    confirmatory one."""
-    exploratory = [r for r in rows if r.get("exploratory") == "yes"]
-    confirmatory = [r for r in rows if r.get("exploratory") != "yes"]
-    if not exploratory:
-        return cell(confirmatory)
-    apart = f"exploratory: {cell(exploratory)}"
-    return f"{cell(confirmatory)}; {apart}" if confirmatory else apart
 
 
 def _better_names(reference: list[dict], where: str) -> str:
@@ -441,10 +428,8 @@ def stamp_line(folder: Path, rows: list[dict] | None, command: str) -> str:
         seeds = f"{len(counts)} experiments with {counts[0]} seeds each"
     else:
         seeds = f"{len(counts)} experiments with {', '.join(map(str, counts[:-1]))} and {counts[-1]} seeds"
-    # A list when the runs trained at several commits (publish_results.py refuses it but when asked): said
-    # loudly, as its verdicts mix versions.
-    commits = stamp.get("commit") or "?"
-    listed = commits if isinstance(commits, list) else [commits]
+    # A list where the runs trained at several commits (publish_results.py --mixed-commits): said loudly.
+    listed = stamp.get("commit") if isinstance(stamp.get("commit"), list) else [stamp.get("commit") or "?"]
     commit = " / ".join(str(c)[:7] for c in listed) + (
         " with local changes" if stamp.get("tree_changed") else ""
     )
