@@ -10,9 +10,11 @@ scripts/reproduce.py tuned for each sweep that tuned any (``{"<group>/<experimen
 tuning.json}``), so that a re-run elsewhere can tell a tuning difference from a numeric one; and
 ``stamp.json``: the commit (and whether the tree had changes), the CPU model and numerics mode, the library
 versions and the seeds, as runs.csv records them (each distinct value once, so a mixed set of runs shows it
-is mixed). The Makefile's reproduce targets call it; scripts/readme_tables.py draws the README's table from
-these files, and ``noisydml-report MY_SWEEP --against results/<reproduction>`` compares a new method with
-runs.csv's runs.
+is mixed). A reproduction is one version's: runs that trained at more than one commit are refused, naming
+the commits and how many runs each holds, unless ``--mixed-commits`` publishes them anyway, the stamp then
+saying so (``mixed_commits``) and the README's stamp line too. The Makefile's reproduce targets call it;
+scripts/readme_tables.py draws the README's table from these files, and ``noisydml-report MY_SWEEP
+--against results/<reproduction>`` compares a new method with runs.csv's runs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from noisydml.report.board import draw_verdicts, read_runs, rows_of, runs_of, write_runs
@@ -61,9 +64,23 @@ def main(argv: list[str] | None = None) -> int:
         help="the reproduction's wall time in seconds, where it was timed outside (e.g. by /usr/bin/time)",
     )
     parser.add_argument("--jobs", type=int, help="how many runs the reproduction ran at a time")
+    parser.add_argument(
+        "--mixed-commits",
+        action="store_true",
+        help="publish runs that trained at more than one commit (refused otherwise), marked as such",
+    )
     args = parser.parse_args(argv)
 
     runs = collect(args.sweeps)
+    rows = rows_of(runs)
+    commits = Counter(row["commit"] or "unknown" for row in rows)
+    if len(commits) > 1 and not args.mixed_commits:
+        held = ", ".join(f"{commit[:12]} ({count} runs)" for commit, count in commits.most_common())
+        parser.error(
+            f"{args.reproduction}: the runs trained at {len(commits)} commits ({held}), and a reproduction "
+            "is one version's; run the others again at one commit (delete their results.json and rerun the "
+            "make target), or pass --mixed-commits to publish them marked as mixed"
+        )
     unfinished = [run for run in runs if run.status in (FAILED, MISSING)]
     if unfinished:
         print(
@@ -75,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     target.mkdir(parents=True, exist_ok=True)
     for name in (*KEPT, TUNING):
         (target / name).unlink(missing_ok=True)
-    runs_path = write_runs(rows_of(runs), target)
+    runs_path = write_runs(rows, target)
     rows = read_runs(runs_path)
     with tempfile.TemporaryDirectory() as drawn:
         draw_verdicts(runs_of(rows), Path(drawn))
@@ -89,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     if tuning := tuning_of(args.sweeps):
         (target / TUNING).write_text(json.dumps(tuning, indent=2, sort_keys=True) + "\n")
     stamp = stamp_of(rows)
+    if len(commits) > 1:
+        stamp["mixed_commits"] = True
     if args.started is not None or args.wall_s is not None:
         # The runs and their reports; this step (a report over all sweeps) adds a minute or two.
         stamp["wall_s"] = args.wall_s if args.wall_s is not None else round(time.time() - args.started)

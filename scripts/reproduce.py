@@ -3,11 +3,14 @@
     python scripts/reproduce.py le2019/fig2_cub                      # locally, one job after another
     python scripts/reproduce.py le2019/fig2_cub --slurm partition=gpu # as a SLURM job array
     python scripts/reproduce.py digits/le2019_noise -- seed=0,1,2,3   # extra Hydra overrides
+    python scripts/reproduce.py noisy_dml/mnist5k_instance_dependent@focused  # one grid of its sweep
 
 The sweep (methods, noise rates, seeds, toplines) is declared in conf/experiment/<name>.yaml under
 hydra.sweeper.params. Jobs run in outputs/reproduce/<name>/, one folder per job named by its
 overrides, so running the same command again skips the finished jobs and runs only the missing or
-failed ones. The report goes to outputs/reports/<name>/.
+failed ones. The report goes to outputs/reports/<name>/. ``<name>@<grid>`` runs one grid of a sweep of
+several (``hydra.sweeper.grids``) in a folder of its own, so that the make targets can run an experiment's
+grids in two job slots side by side; a report over the folders is the experiment's.
 
 An experiment that tunes declares it under `tune` (see conf/config.yaml): before the sweep, each method
 of `tune.space` that the sweep runs gets an Optuna study (hydra/sweeper=optuna) of `tune.trials` trials
@@ -58,15 +61,24 @@ def main(argv: list[str] | None = None) -> int:
     # parse_args takes them only straight after the experiment.
     args = parser.parse_intermixed_args(argv)
 
+    name = args.experiment
+    args.experiment, _, grid = name.partition("@")
     if not (EXPERIMENTS / f"{args.experiment}.yaml").is_file():
         known = sorted(str(p.relative_to(EXPERIMENTS).with_suffix("")) for p in EXPERIMENTS.rglob("*.yaml"))
         parser.error(f"experiment={args.experiment} does not exist; choose one of: {', '.join(known)}")
 
-    sweep_dir = Path(args.out) / args.experiment
+    sweep_dir = Path(args.out) / name
     launcher = []
     if args.slurm is not None:
         launcher = ["hydra/launcher=slurm", *(f"hydra.launcher.{kv}" for kv in args.slurm)]
     cfg = _compose(args.experiment, args.overrides)
+    if grid:
+        grids = list(cfg.hydra.sweeper.get("grids") or {})
+        if grid not in grids:
+            parser.error(
+                f"{name}: {args.experiment}'s sweep has no grid {grid}; its grids: {grids or 'none'}"
+            )
+        args.overrides = [*(f"hydra.sweeper.grids.{g}=null" for g in grids if g != grid), *args.overrides]
     overrides = [o for o in args.overrides if not o.startswith("method=")]
     methods = _methods(cfg, args.overrides)
     tuned = {}
@@ -85,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
             args.experiment, sweep_dir, [*launcher, f"method={method}", *chosen, *overrides]
         )
     others = [m for m in methods if m not in tuned]
-    if others:
+    if not tuned:
+        # The sweep as declared (its grids' own methods), or the methods the command line gives.
+        returncode |= _noisydml(args.experiment, sweep_dir, [*launcher, *args.overrides])
+    elif others:
         method = [f"method={','.join(others)}"] if others != [None] else []
         returncode |= _noisydml(args.experiment, sweep_dir, [*launcher, *method, *overrides])
     if args.no_report:
@@ -95,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             str(Path(sys.executable).with_name("noisydml-report")),
             str(sweep_dir),
             "--name",
-            args.experiment.replace("/", "_"),
+            name.replace("/", "_"),
         ]
     )
     return returncode or report.returncode
@@ -126,10 +141,13 @@ def _methods(cfg, overrides: list[str]) -> list[str | None]:
     """The methods the sweep runs: a method= override, else the experiment's sweep, else its one method
     (None when it has none)."""
     given = [o.split("=", 1)[1] for o in overrides if o.startswith("method=")]
-    swept = (cfg.hydra.sweeper.get("params") or {}).get("method")
-    listed = given[-1] if given else swept
+    sweeper = cfg.hydra.sweeper
+    # The sweep's methods, and each grid's (hydra.sweeper.grids), in order.
+    swept = [(sweeper.get("params") or {}).get("method")]
+    swept += [grid.get("method") for grid in (sweeper.get("grids") or {}).values() if grid is not None]
+    listed = [given[-1]] if given else [m for m in swept if m]
     if listed:
-        return str(listed).split(",")
+        return list(dict.fromkeys(m for methods in listed for m in str(methods).split(",")))
     return [cfg.hydra.runtime.choices.get("method")]
 
 

@@ -3,6 +3,9 @@ the halves do not both reach, at the bar Benjamini-Hochberg sets in the halves' 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from noisydml.report import registry
 from noisydml.report.comparisons import BETTER, INCONCLUSIVE, UNDERPOWERED, UNSTABLE, Comparison, adjust
 from noisydml.report.statistics import halves, paired, seeds_for
 from noisydml.report.tables import Group
@@ -51,3 +54,28 @@ def test_seeds_to_replicate_at_the_first_rejections_bar_where_a_half_rejects_not
     result = lopsided.result
     assert lopsided.seeds_to_replicate() == 2 * seeds_for(result.effect, result.sd, 0.9, 1 - 0.005) == 30
     assert lopsided.verdict == UNDERPOWERED
+
+
+def test_exploratory_comparisons_are_adjusted_apart_and_do_not_move_the_confirmatory_verdicts():
+    # The nine steady comparisons confirmatory; ninety that no seed set can tell from zero beside them, in
+    # one family, would lift the bar the steady ones face: marked exploratory, they are a family apart.
+    steady = [comparison([0.05 + 0.01 * ((7 * i + j) % 5 - 2) for i in range(20)], f"m{j}") for j in range(9)]
+    noise = [comparison([0.01 * ((7 * i + j) % 5 - 2) for i in range(20)], f"n{j}") for j in range(90)]
+    alone = adjust(steady)
+    together = adjust([*steady, *(replace(c, exploratory=True) for c in noise)])
+    assert [c.p_adjusted for c in together[:9]] == [c.p_adjusted for c in alone]
+    assert {c.family for c in together[:9]} == {9} and {c.family for c in together[9:]} == {90}
+    assert all(c.exploratory for c in together[9:]) and not any(c.exploratory for c in together[:9])
+    # In one family they would not be the same.
+    mixed = adjust([*steady, *noise])
+    assert [c.p_adjusted for c in mixed[:9]] != [c.p_adjusted for c in alone]
+
+
+def test_a_comparison_off_its_experiments_registered_seeds_is_exploratory():
+    # noisy_dml/mnist1d_symmetric registers seeds 5-32: its focused methods run there, the others at 5-9.
+    figure = "noisy_dml/mnist1d_symmetric"
+    assert not registry.exploratory(figure, [str(s) for s in range(5, 33)])
+    assert registry.exploratory(figure, ["5", "6", "7", "8", "9"])
+    assert registry.exploratory(figure, list(range(0, 5)))  # the pilot's
+    # An experiment that registers no seeds has nothing to mark.
+    assert not registry.exploratory("test/fig", SEEDS)

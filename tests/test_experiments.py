@@ -225,7 +225,11 @@ def test_noisy_dml_sweeps_run_every_method_of_the_five_papers_and_prism():
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         for experiment in (*digits, *images):
             cfg = compose("config", [f"experiment=noisy_dml/{experiment}"], return_hydra_config=True)
-            swept[experiment] = set(cfg.hydra.sweeper.params.method.split(","))
+            sweeper = OmegaConf.to_container(cfg.hydra.sweeper)
+            swept[experiment] = {
+                dict(o.split("=", 1) for o in job)["method"]
+                for job in NoisydmlSweeper.expand_sweeper(sweeper, [])
+            }
     GlobalHydra.instance().clear()
     for experiment in digits:
         assert swept[experiment] == methods - OTHER_BATCHING, experiment
@@ -257,8 +261,8 @@ def test_a_header_counts_the_jobs_its_sweep_launches(experiment):
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("config", [f"experiment={experiment}"], return_hydra_config=True)
     GlobalHydra.instance().clear()
-    params = OmegaConf.to_container(cfg.hydra.sweeper.params)
-    assert len(NoisydmlSweeper.expand(params, [])) == STATED_JOBS[experiment]
+    sweeper = OmegaConf.to_container(cfg.hydra.sweeper)
+    assert len(NoisydmlSweeper.expand_sweeper(sweeper, [])) == STATED_JOBS[experiment]
 
 
 # The CPU reproductions (make reproduce-*): each registers its confirmatory seeds in its file before it runs.
@@ -277,9 +281,36 @@ def test_a_reproduction_registers_its_seeds_apart_from_the_pilot_that_sized_them
     assert seeds and not set(seeds) & set(pilot), (seeds, pilot)
     found = registry.registrations()[cfg.report.figure]
     assert (found.experiment, list(found.seeds), list(found.pilot)) == (experiment, seeds, pilot)
-    # A claims reproduction runs its registered seeds; a comparison may still run its pilot, read as
-    # exploratory until its confirmatory run.
-    assert list(found.swept) == seeds or (experiment.startswith("noisy_dml/") and list(found.swept) == pilot)
+    # A claims reproduction runs its registered seeds; a comparison its focused methods at them and the
+    # rest at some of them (its grids), or only some of them where the budget traded its focused run.
+    comparison = experiment.startswith("noisy_dml/") and set(found.swept) <= set(seeds)
+    assert list(found.swept) == seeds or comparison
+
+
+# The comparisons whose sweep splits its methods: the focused ones at the registered seeds, the others at 5.
+GRIDDED = [e for e in REPRODUCTIONS if e.startswith(("noisy_dml/mnist1d_", "noisy_dml/mnist5k_"))]
+
+
+@pytest.mark.parametrize("experiment", GRIDDED)
+def test_a_comparison_runs_its_focused_methods_at_the_registered_seeds_and_the_others_at_five(
+    experiment,
+):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("config", [f"experiment={experiment}"], return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    grids = OmegaConf.to_container(cfg.hydra.sweeper.grids)
+    registered = [str(s) for s in cfg.report.seeds]
+    exploratory = grids["exploratory"]
+    assert exploratory["seed"].split(",") == registered[:5]
+    if grids["focused"] is None:
+        # Traded (its header says so): every comparison of the sweep is exploratory.
+        return
+    focused = grids["focused"]
+    assert focused["seed"].split(",") == registered
+    assert not set(focused["method"].split(",")) & set(exploratory["method"].split(","))
+    # The reference every method is set beside is focused: exploratory methods pair with it on their seeds.
+    assert "reference/knn_filter" in focused["method"].split(",")
 
 
 @pytest.mark.parametrize("experiment", ["digits/le2019_noise", "mnist5k/le2019_noise"])

@@ -210,9 +210,9 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
         in detail
     )
     assert "abcdef0" not in text  # the commit is in the detail, never in the README (no history there)
-    # Runs trained at two commits: both named.
+    # Runs trained at two commits: both named, and said to be mixed.
     (folder / "stamp.json").write_text(json.dumps({**stamp, "commit": ["abcdef0123", "1234567890"]}))
-    assert "`make reproduce-digits` at abcdef0 / 1234567 on Test CPU" in tables.detail(tmp_path)
+    assert "`make reproduce-digits` at 2 commits, MIXED (abcdef0 / 1234567: " in tables.detail(tmp_path)
     for key, wall_s, said in (
         ("digits", 24 * 60, ", 16 runs in 24 min on 2 cores, 2 runs at a time (budget 30 min)"),
         ("mnist5k", 71 * 60, ", 16 runs in 71 min on 2 cores, 2 runs at a time, over its 60-min budget"),
@@ -306,8 +306,7 @@ def test_the_readme_says_where_methods_beat_the_training_free_reference_and_wher
     # The comparisons not run at this version say which command writes them.
     readme = " ".join(readme.split())
     assert (
-        "MNIST-1D, and instance-dependent noise on the digits and MNIST-5k "
-        "(`make reproduce-noisy-dml-mnist1d`)" in readme
+        "MNIST-1D, and instance-dependent noise on the digits (`make reproduce-noisy-dml-mnist1d`)" in readme
     )
 
 
@@ -339,3 +338,69 @@ def test_the_methods_better_than_the_reference_are_named_apart_where_only_all_th
     ]
     (row,) = tables.comparison_rows(many, [], reference, "below")
     assert row.endswith("| 2 methods on both halves of the seeds, 5 on all seeds only, named below |")
+
+
+def test_exploratory_comparisons_are_counted_and_named_apart_from_the_confirmatory_ones() -> None:
+    # A comparison off its experiment's registered seeds (comparisons.csv's exploratory column) never reads
+    # as a confirmatory verdict: its counts and names come after "exploratory:".
+    reference = "kNN filter + triplet"
+    verdicts = [
+        ("PRISM", "better", "better", ""),
+        ("MCL", "worse", "worse", ""),
+        ("SNR", "better", "better", "yes"),
+        ("FastAP", "inconclusive", "inconclusive", "yes"),
+    ]
+    rows = [
+        {
+            "dataset": "mnist1d",
+            "noise": "uniform",
+            "noise_rate": "0.5",
+            "method": method,
+            "baseline": reference,
+        }
+        | {"verdict": verdict, "verdict_all_seeds": pooled, "exploratory": exploratory}
+        for method, verdict, pooled, exploratory in verdicts
+    ]
+    (row,) = tables.comparison_rows(rows, [], reference, "below")
+    cells = [c.strip() for c in row.split("|")]
+    assert cells[4] == (
+        "1 better, 1 worse of 2 (1, 1 on both halves); "
+        "exploratory: 1 better, 0 worse of 2 (1, 0 on both halves)"
+    )
+    assert cells[5] == "PRISM at 50%; exploratory: SNR at 50%"
+    # Only exploratory rows (a pilot, or a setting whose focused run was traded): said so.
+    (row,) = tables.comparison_rows(rows[2:], [], reference, "below")
+    assert row.split("|")[5].strip() == "exploratory: SNR at 50%"
+
+
+def test_publishing_refuses_runs_of_two_commits_and_the_readme_says_so_of_a_mixed_stamp(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from test_report import write_run
+
+    for seed, commit in ((0, "a" * 40), (1, "b" * 40)):
+        run = write_run(
+            tmp_path / "sweep" / str(seed),
+            [f"seed={seed}"],
+            choices={"method": "le2019/triplet_random_semihard"},
+            config={"seed": seed, "name": "tiny", "report": {"figure": "tests/tiny"}},
+            metrics={"test/recall@1": 0.5},
+        )
+        results = json.loads((run / "results.json").read_text())
+        results["versions"] = {"torch": "2", "git_commit": commit}
+        (run / "results.json").write_text(json.dumps(results))
+    publish = script("publish_results")
+    with pytest.raises(SystemExit):
+        publish.main(["mixed", str(tmp_path / "sweep"), "--results", str(tmp_path / "results")])
+    assert (
+        "the runs trained at 2 commits (aaaaaaaaaaaa (1 runs), bbbbbbbbbbbb (1 runs))"
+        in capsys.readouterr().err
+    )
+    # Refused before anything is written.
+    assert not (tmp_path / "results" / "mixed").exists()
+    folder = tmp_path / "results" / "mixed"
+    folder.mkdir(parents=True)
+    stamp = {"commit": ["a" * 40, "b" * 40], "mixed_commits": True, "cpu": ["x"], "numerics": ["strict"]}
+    (folder / "stamp.json").write_text(json.dumps(stamp))
+    line = tables.stamp_line(folder, [], "make reproduce-mixed")
+    assert "2 commits, MIXED (aaaaaaa / bbbbbbb: its runs are not one version's)" in line

@@ -188,6 +188,31 @@ def test_expected_jobs_expand_a_sweep_as_hydras_basic_sweeper_does() -> None:
     assert expected_jobs({"hydra": {"sweeper": {"_target_": "hydra_plugins.optuna.OptunaSweeper"}}}) is None
 
 
+def test_a_sweep_of_grids_runs_each_grids_product_in_turn_and_a_job_once() -> None:
+    """hydra.sweeper.grids: one experiment sweeps its focused methods at the registered seeds and the others
+    at fewer; the command line's overrides reach every grid, a grid set to null runs nothing, and a job
+    two grids give runs once."""
+    sweeper = {
+        "_target_": NOISYDML,
+        "params": {"noise.rate": "0.5"},
+        "grids": {
+            "focused": {"method": "a,b", "seed": "5,6,7"},
+            "exploratory": {"method": "c", "seed": "5,6"},
+            "traded": None,
+        },
+    }
+    multirun = {"hydra": {"sweeper": sweeper, "overrides": {"task": ["noise=uniform"]}}}
+    jobs = [(j["method"], j["seed"]) for j in expected_jobs(multirun)]
+    assert jobs == [("a", 5), ("a", 6), ("a", 7), ("b", 5), ("b", 6), ("b", 7), ("c", 5), ("c", 6)]
+    assert {(j["noise.rate"], j["noise"]) for j in expected_jobs(multirun)} == {(0.5, "uniform")}
+    # One method on the command line runs at each grid's seeds, seeds 5 and 6 once.
+    multirun["hydra"]["overrides"]["task"] = ["method=a"]
+    assert [(j["method"], j["seed"]) for j in expected_jobs(multirun)] == [("a", 5), ("a", 6), ("a", 7)]
+    sweeper["grids"]["focused"] = None
+    multirun["hydra"]["overrides"]["task"] = []
+    assert [(j["method"], j["seed"]) for j in expected_jobs(multirun)] == [("c", 5), ("c", 6)]
+
+
 def test_table_cells_are_mean_and_95_percent_interval_over_seeds(le_sweep: Path) -> None:
     (group,) = group_runs(collect([le_sweep]))
     table = pivot(group)

@@ -72,6 +72,9 @@ def sweep_arguments(experiment: str, jobs: int, sweep_dir: Path) -> list[str]:
         f"method={METHOD}",
         "noise.rate=0.5",
         f"seed={seeds}",
+        # Seeds the experiments' sweeps may not run: labelled as the bench's own runs.
+        f"name=bench_{experiment}",
+        f"report.figure=bench/{experiment}",
         f"hydra.sweep.dir={sweep_dir}",
         "hydra.sweep.subdir=${hydra.job.num}",
     ]

@@ -148,10 +148,13 @@ def configuration_page() -> str:
 
 
 def _sweep(path: Path) -> str:
-    params = ((yaml.safe_load(path.read_text()) or {}).get("hydra") or {}).get("sweeper", {}).get("params")
+    sweeper = ((yaml.safe_load(path.read_text()) or {}).get("hydra") or {}).get("sweeper", {})
+    params = sweeper.get("params")
     if not params:
         return ""
-    return "```yaml\n" + yaml.safe_dump(params, sort_keys=False, width=100).rstrip() + "\n```\n"
+    # A sweep of several grids shows them after the keys they share.
+    shown = {**params, "grids": sweeper["grids"]} if sweeper.get("grids") else params
+    return "```yaml\n" + yaml.safe_dump(shown, sort_keys=False, width=100).rstrip() + "\n```\n"
 
 
 def _experiment_sections(folder: str) -> list[str]:

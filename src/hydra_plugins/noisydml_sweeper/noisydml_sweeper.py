@@ -9,6 +9,12 @@ depends on which keys a job overrides and which option it picks in each config g
 value: ``seed=0`` composes where ``seed=1`` does; the values are checked by the run's own pre-flight. So a
 job is composed beforehand only when no earlier job overrides the same keys with the same group options.
 Interval and range sweeps (an Optuna search space) are the Optuna sweeper's.
+
+``hydra.sweeper.grids`` runs several products in one sweep: each named grid's keys over ``params``, one grid
+after another, so that one experiment can sweep two sets of methods at two lists of seeds (a comparison's
+focused methods at its registered seeds, the others at five). A child experiment changes one grid by name
+(``hydra.sweeper.grids.focused.seed``), or drops one (``hydra.sweeper.grids.focused=null``: a grid
+traded for a budget, or run in another process); a job two grids both give runs once.
 """
 
 import itertools
@@ -44,6 +50,9 @@ class NoisydmlSweeperConf:
     _target_: str = "hydra_plugins.noisydml_sweeper.noisydml_sweeper.NoisydmlSweeper"
     max_batch_size: int | None = None
     params: dict[str, str] | None = None
+    # Each a mapping like params, or null (dropped); typed loosely so that a child experiment can change one
+    # key of a grid (OmegaConf cannot merge into a typed optional mapping of mappings).
+    grids: dict[str, Any] | None = None
 
 
 ConfigStore.instance().store(
@@ -52,10 +61,16 @@ ConfigStore.instance().store(
 
 
 class NoisydmlSweeper(Sweeper):
-    def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        max_batch_size: int | None = None,
+        params: dict[str, str] | None = None,
+        grids: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__()
         self.max_batch_size = max_batch_size
         self.params = params or {}
+        self.grids = grids or {}
         self.hydra_context: HydraContext | None = None
         self.config: DictConfig | None = None
         self.launcher = None
@@ -70,7 +85,7 @@ class NoisydmlSweeper(Sweeper):
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        jobs = self.expand(self.params, arguments, parser)
+        jobs = self.expand(self.params, arguments, parser, self.grids)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -89,14 +104,36 @@ class NoisydmlSweeper(Sweeper):
 
     @staticmethod
     def expand(
-        params: Mapping[str, Any], arguments: Sequence[str], parser: OverridesParser | None = None
+        params: Mapping[str, Any],
+        arguments: Sequence[str],
+        parser: OverridesParser | None = None,
+        grids: Mapping[str, Mapping[str, Any] | None] | None = None,
     ) -> list[list[str]]:
         """The jobs of a sweep of ``params`` (``hydra.sweeper.params``) and the command line's ``arguments``:
-        the params first, the command line after them (:meth:`jobs`). What a sweep ran can be expanded
+        the params first, the command line after them (:meth:`jobs`). With ``grids``
+        (``hydra.sweeper.grids``), each grid's jobs in turn, its keys over the params' (in their place, new
+        keys after them), a job already given by an earlier grid left out. What a sweep ran can be expanded
         again from its multirun.yaml (the report, the interrupted-sweep summary) with the same order."""
         parser = parser or OverridesParser.create()
-        arguments = [*(f"{k}={v}" for k, v in params.items()), *arguments]
-        return NoisydmlSweeper.jobs(parser.parse_overrides(arguments))
+        found: list[list[str]] = []
+        kept = [grid for grid in (grids or {}).values() if grid is not None]
+        for grid in kept if grids else [{}]:
+            merged = {**params, **grid}
+            given = [*(f"{k}={v}" for k, v in merged.items()), *arguments]
+            earlier = {tuple(job) for job in found}
+            found += [
+                job
+                for job in NoisydmlSweeper.jobs(parser.parse_overrides(given))
+                if tuple(job) not in earlier
+            ]
+        return found
+
+    @staticmethod
+    def expand_sweeper(sweeper: Mapping[str, Any], arguments: Sequence[str], parser=None) -> list[list[str]]:
+        """:meth:`expand` of a sweeper's config node (multirun.yaml's ``hydra.sweeper``)."""
+        return NoisydmlSweeper.expand(
+            sweeper.get("params") or {}, arguments, parser, sweeper.get("grids") or None
+        )
 
     @staticmethod
     def jobs(overrides: list[Override]) -> list[list[str]]:

@@ -4,8 +4,8 @@ A path given to the report is one of:
 
 - a sweep directory (it holds ``multirun.yaml``): its jobs are every run directory below it, and the
   jobs it should hold are the cartesian product Hydra's basic sweeper draws from the sweep's overrides
-  (``hydra.overrides.task``) and ``hydra.sweeper.params``; an expected job with no directory is
-  *missing*;
+  (``hydra.overrides.task``) and ``hydra.sweeper.params`` (one product per grid of its ``grids``); an
+  expected job with no directory is *missing*;
 - a run directory (it holds ``.hydra/`` or ``results.json``);
 - any other folder: searched for both.
 
@@ -116,7 +116,7 @@ def expected_jobs(multirun: dict) -> list[dict[str, Any]] | None:
     if str(sweeper.get("_target_", "")) not in PRODUCT_SWEEPERS:
         return None
     task = (hydra_node.get("overrides") or {}).get("task") or []
-    jobs = NoisydmlSweeper.expand(sweeper.get("params") or {}, task, _parser())
+    jobs = NoisydmlSweeper.expand_sweeper(sweeper, task, _parser())
     return [parse_overrides(job) for job in jobs]
 
 

@@ -21,6 +21,11 @@ expected to reach the verdict (at the observed effect and spread, at the bar the
 Benjamini-Hochberg adjustment reached: ``statistics.step_up_bar``), and says how many seeds would;
 otherwise it is unstable: the halves disagree with seeds enough, and another machine, or another set of
 seeds, could give another.
+
+Where the experiment registers its seeds (``report.seeds``, :mod:`noisydml.report.registry`), a comparison
+is confirmatory only on exactly those seeds; one on other seeds (a method its sweep runs at fewer seeds, the
+pilot's) is exploratory: marked so, and adjusted in a family of its own, so that its many undecided
+comparisons neither count as confirmatory verdicts nor raise the confirmatory comparisons' bar.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from noisydml.report import papers
+from noisydml.report import papers, registry
 from noisydml.report.collect import declared_baselines, method_config
 from noisydml.report.pairing import RECALL, by_seed, gap, interval_text, peer_key
 from noisydml.report.plots import save_figure
@@ -90,6 +95,9 @@ class Comparison:
     # rejected: a half's bar depends on both (``statistics.step_up_bar``).
     family: int = 0
     halves_rejected: tuple[int, int] = (0, 0)
+    # On other seeds than the experiment registers (``registry.exploratory``): its own family, never read
+    # as a confirmatory verdict.
+    exploratory: bool = False
 
     @property
     def pooled(self) -> str:
@@ -180,17 +188,32 @@ def _judge(result: Paired | None, p_adjusted: float) -> str:
 
 def adjust(comparisons: list[Comparison]) -> list[Comparison]:
     """Each comparison with its Benjamini-Hochberg p over those of the list that have a result, on all the
-    seeds and on each half (each half a family of its own), and how many each half rejects."""
+    seeds and on each half (each half a family of its own), and how many each half rejects; the
+    confirmatory comparisons and the exploratory ones (``Comparison.exploratory``) each a family apart."""
+    found = list(comparisons)
+    for exploratory in (False, True):
+        for i, c in _adjusted([(i, c) for i, c in enumerate(found) if c.exploratory is exploratory]):
+            found[i] = c
+    return found
+
+
+def _adjusted(indexed: list[tuple[int, Comparison]]) -> list[tuple[int, Comparison]]:
+    comparisons = [c for _, c in indexed]
     tested = [i for i, c in enumerate(comparisons) if c.result is not None]
     adjusted = benjamini_hochberg([comparisons[i].result.p_value for i in tested])
     by_half = [benjamini_hochberg([comparisons[i].halves[half].p_value for i in tested]) for half in (0, 1)]
     rejected = (sum(p < ALPHA for p in by_half[0]), sum(p < ALPHA for p in by_half[1]))
-    found = list(comparisons)
+    found = []
     for position, (i, p) in enumerate(zip(tested, adjusted, strict=True)):
         halves_p = (by_half[0][position], by_half[1][position])
-        found[i] = replace(
-            found[i], p_adjusted=p, halves_p_adjusted=halves_p, family=len(tested), halves_rejected=rejected
+        done = replace(
+            comparisons[i],
+            p_adjusted=p,
+            halves_p_adjusted=halves_p,
+            family=len(tested),
+            halves_rejected=rejected,
         )
+        found.append((indexed[i][0], done))
     return found
 
 
@@ -227,6 +250,7 @@ def compare_rows(group: Group, row: Row, twins: list[Row], option: str, rate: An
         _mean(theirs),
         paired(mine, theirs),
         halves=split,
+        exploratory=registry.exploratory(group.figure, shared),
     )
 
 
@@ -256,7 +280,13 @@ def summary_lines(comparisons: list[Comparison]) -> list[str]:
 
 def verdict_text(comparison: Comparison) -> str:
     """The verdict as the report's table shows it: with the halves' when they do not reach the verdict of
-    all the seeds, and the seeds it needs when it is underpowered."""
+    all the seeds, the seeds it needs when it is underpowered, and ``exploratory`` after it off the
+    experiment's registered seeds."""
+    text = _verdict_text(comparison)
+    return f"{text}, exploratory" if comparison.exploratory else text
+
+
+def _verdict_text(comparison: Comparison) -> str:
     verdict = comparison.verdict
     if verdict == UNDERPOWERED:
         needed = comparison.seeds_to_replicate()
@@ -291,7 +321,9 @@ def markdown(comparisons: list[Comparison], interval: str) -> str:
         "the comparison is underpowered when a half's seeds could not be expected to reach the verdict at "
         "its observed effect and spread (it says how many seeds would), else unstable (the halves disagree "
         "with seeds enough: another machine or another set of seeds could give another verdict). "
-        "comparisons.csv has every number.\n",
+        "exploratory: where the experiment registers its seeds (report.seeds), a comparison on other seeds "
+        "(a method its sweep runs at fewer), adjusted in a family of its own and never a confirmatory "
+        "verdict. comparisons.csv has every number.\n",
         *(f"- {line}" for line in summary_lines(comparisons)),
         "",
     ]
@@ -355,13 +387,15 @@ FIELDS = (
     "seeds_to_replicate",
     "interval",
     "missing",
+    # "yes" where the experiment registers seeds and the comparison is not on them (its own family).
+    "exploratory",
 )
 
 
 def write_csv(comparisons: list[Comparison], path: Path) -> Path:
     """One line per method, baseline and setting; numbers as fractions, as the runs log them; ``p_bh``
-    the Benjamini-Hochberg p over the ``n_comparisons`` of the report."""
-    family = sum(c.result is not None for c in comparisons)
+    the Benjamini-Hochberg p over the ``n_comparisons`` of its family (the report's confirmatory
+    comparisons, or its exploratory ones)."""
     with Path(path).open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
         writer.writeheader()
@@ -383,7 +417,7 @@ def write_csv(comparisons: list[Comparison], path: Path) -> Path:
                     "ci_high": csv_number(r.ci_high) if r else "",
                     "p_value": csv_number(r.p_value) if r else "",
                     "p_bh": csv_number(c.p_adjusted) if r else "",
-                    "n_comparisons": family if r else "",
+                    "n_comparisons": c.family if r else "",
                     "n_seeds": r.n_seeds if r else 0,
                     "verdict": c.verdict,
                     "verdict_all_seeds": c.pooled,
@@ -392,9 +426,10 @@ def write_csv(comparisons: list[Comparison], path: Path) -> Path:
                     "halves_agree": "" if c.halves_agree is None else ("yes" if c.halves_agree else "no"),
                     "p_bh_half_a": csv_number(c.halves_p_adjusted[0]) if r else "",
                     "p_bh_half_b": csv_number(c.halves_p_adjusted[1]) if r else "",
-                    "seeds_to_replicate": c.seeds_to_replicate(family) or "",
+                    "seeds_to_replicate": c.seeds_to_replicate() or "",
                     "interval": r.interval if r else "",
                     "missing": c.missing,
+                    "exploratory": "yes" if c.exploratory else "",
                 }
             )
     return Path(path)

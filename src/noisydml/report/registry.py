@@ -9,6 +9,7 @@ child's, without Hydra's composition: the README is drawn without composing twen
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from noisydml.report.records import Departure
 @dataclass(frozen=True)
 class Registration:
     """An experiment's registered seeds (``report.seeds``), the pilot that sized them (``report.pilot``,
-    empty when none was declared) and the seeds its sweep runs."""
+    empty when none was declared) and the seeds its sweep runs (``hydra.sweeper.params`` and ``grids``)."""
 
     experiment: str
     seeds: tuple[int, ...]
@@ -67,12 +68,23 @@ def registrations(root: Path = CONFIG_DIR) -> dict[str, Registration]:
         report = config.get("report") or {}
         if report.get("seeds") is None or not report.get("figure"):
             continue
-        swept = (((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}).get("seed")
+        sweeper = (config.get("hydra") or {}).get("sweeper") or {}
+        # The params' seeds, and each grid's (a comparison's focused methods and the rest at fewer seeds).
+        sweeps = [sweeper.get("params") or {}, *(sweeper.get("grids") or {}).values()]
+        swept = sorted({s for sweep in sweeps for s in _seeds((sweep or {}).get("seed"))})
         experiment = path.relative_to(root / "experiment").with_suffix("").as_posix()
         found[str(report["figure"])] = Registration(
-            experiment, _seeds(report["seeds"]), _seeds(report.get("pilot")), _seeds(swept)
+            experiment, _seeds(report["seeds"]), _seeds(report.get("pilot")), tuple(swept)
         )
     return found
+
+
+def exploratory(figure: str, seeds) -> bool:
+    """Whether a comparison of the experiment reported as ``figure``, on ``seeds`` (those both its methods
+    ran), is exploratory: the experiment registers seeds and these are not all of them (a method swept at
+    fewer seeds, its pilot's, or a run missing). An experiment that registers none has nothing to mark."""
+    registration = registrations().get(figure)
+    return registration is not None and {int(float(s)) for s in seeds} != set(registration.seeds)
 
 
 def ran(rows: list[dict]) -> set[int]:
@@ -93,6 +105,18 @@ def unregistered(figure: str, seeds: set[int]) -> Departure | None:
         f"on {kind} seeds ({_span(sorted(seeds))}), not the ones registered for its confirmatory run "
         f"({where}): exploratory",
     )
+
+
+def apart(rows: list[dict], cell: Callable[[list[dict]], str]) -> str:
+    """``cell`` of a committed comparisons.csv's confirmatory rows, then, after ``exploratory:``, of those it
+    marks exploratory (off the registered seeds), so that no exploratory verdict reads as a confirmatory
+    one (the README's cells)."""
+    exploratory = [r for r in rows if r.get("exploratory") == "yes"]
+    confirmatory = [r for r in rows if r.get("exploratory") != "yes"]
+    if not exploratory:
+        return cell(confirmatory)
+    text = f"exploratory: {cell(exploratory)}"
+    return f"{cell(confirmatory)}; {text}" if confirmatory else text
 
 
 def _span(seeds) -> str:

@@ -68,7 +68,7 @@ def _jobs(config: DictConfig) -> list[list[str]] | None:
         return None
     task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
     try:
-        return NoisydmlSweeper.expand(sweeper.get("params") or {}, task)
+        return NoisydmlSweeper.expand_sweeper(sweeper, task)
     except Exception:
         # A sweep the sweeper itself refuses (it says why); nothing to list.
         return None

@@ -47,7 +47,7 @@ COMPARISONS = (
     ("noisy_dml_mnist5k", "MNIST-5k", "make reproduce-noisy-dml-mnist5k"),
     (
         "noisy_dml_mnist1d",
-        "MNIST-1D, and instance-dependent noise on the digits and MNIST-5k",
+        "MNIST-1D, and instance-dependent noise on the digits",
         "make reproduce-noisy-dml-mnist1d",
     ),
 )
@@ -185,7 +185,8 @@ def comparisons_block(results: Path, where: str) -> list[str]:
         "flip stands out, 0.5: none does). Counts are of method-settings better or worse on all the seeds "
         "after Benjamini-Hochberg, then how many of them each half of the seeds reaches too; `underpowered`: "
         "halves with too few seeds. The methods better than the reference are named: those better on both "
-        "halves of the seeds too, then, after `on all seeds only`, those better on all the seeds alone."
+        "halves of the seeds too, then, after `on all seeds only`, those better on all the seeds alone. "
+        "After `exploratory`: off the registered seeds, counted apart."
     )
     table = [
         "| data set, noise | kNN vote's AUC on the inputs | against their own baselines "
@@ -221,10 +222,9 @@ def comparison_rows(rows: list[dict], detection: list[dict], label: str, where: 
         )
         own = [r for r in found if r["baseline"] != label]
         reference = [r for r in found if r["baseline"] == label]
-        out.append(
-            f"| {dataset}, {noise} | {seen or '-'} | {_tally(own)} | {_tally(reference)} "
-            f"| {_md(_better_names(reference, where))} |"
-        )
+        named = registry.apart(reference, lambda rows: _better_names(rows, where))
+        tallies = f"{registry.apart(own, _tally)} | {registry.apart(reference, _tally)}"
+        out.append(f"| {dataset}, {noise} | {seen or '-'} | {tallies} | {_md(named)} |")
     return out
 
 
@@ -428,11 +428,13 @@ def stamp_line(folder: Path, rows: list[dict] | None, command: str) -> str:
         seeds = f"{len(counts)} experiments with {counts[0]} seeds each"
     else:
         seeds = f"{len(counts)} experiments with {', '.join(map(str, counts[:-1]))} and {counts[-1]} seeds"
-    # A list when the runs trained at several commits (publish_results.py records each).
-    commits = stamp.get("commit") or "?"
-    commit = " / ".join(str(c)[:7] for c in (commits if isinstance(commits, list) else [commits])) + (
+    # A list where the runs trained at several commits (publish_results.py --mixed-commits): said loudly.
+    listed = stamp.get("commit") if isinstance(stamp.get("commit"), list) else [stamp.get("commit") or "?"]
+    commit = " / ".join(str(c)[:7] for c in listed) + (
         " with local changes" if stamp.get("tree_changed") else ""
     )
+    if len(listed) > 1:
+        commit = f"{len(listed)} commits, MIXED ({commit}: its runs are not one version's)"
     cpus = "; ".join(stamp.get("cpu") or ["?"])
     runs = f", {stamp['complete_runs']} runs" if stamp.get("complete_runs") else ""
     return (

@@ -6,11 +6,11 @@ What an experiment fixes is read from the experiment composed alone (``experimen
 the options of :data:`IDENTITY_GROUPS`; of the data set, the keys its class says decide which samples
 train and test under which labels (``split_keys``: a digits split, its training digits, a label map);
 every key of :data:`IDENTITY_SECTIONS` (the noise, the method's loss, miner and backbone, a label filter,
-hidden labels, the report's labels); and what its own sweep varies (``hydra.sweeper.params``: ``method``,
-``noise.rate``, ``seed``) takes the sweep's values, or the values its tuning declares (``tune.at``, and the
-keys ``tune.space`` searches for the run's method). A run that departs from it on anything else is
-refused, unless it is given labels of its own (``name=`` and ``report.figure=``), which files it
-elsewhere.
+hidden labels, the report's labels); and what its own sweep varies (``hydra.sweeper.params`` and its
+``grids``: ``method``, ``noise.rate``, ``seed``) takes the sweep's values, or the values its tuning
+declares (``tune.at``, and the keys ``tune.space`` searches for the run's method). A run that departs
+from it on anything else is refused, unless it is given labels of its own (``name=`` and
+``report.figure=``), which files it elsewhere.
 """
 
 from __future__ import annotations
@@ -166,12 +166,14 @@ def _experiment(
             cfg = compose("config", overrides=overrides, return_hydra_config=True)
     choices = dict(cfg.hydra.runtime.choices)
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None) or {}
-    swept = {
-        str(key).lstrip("+~"): tuple(
-            job[0].split("=", 1)[1] for job in NoisydmlSweeper.expand({key: value}, [])
-        )
-        for key, value in params.items()
-    }
+    grids = OmegaConf.select(cfg, "hydra.sweeper.grids", default=None) or {}
+    swept: dict[str, tuple[str, ...]] = {}
+    # A key of several grids takes the values of each (a comparison's focused and exploratory methods).
+    for sweep in (params, *(grid for grid in grids.values() if grid is not None)):
+        for key, value in sweep.items():
+            values = (job[0].split("=", 1)[1] for job in NoisydmlSweeper.expand({key: value}, []))
+            name = str(key).lstrip("+~")
+            swept[name] = tuple(dict.fromkeys((*swept.get(name, ()), *values)))
     return cfg, choices, swept
 
 
