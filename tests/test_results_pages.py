@@ -101,9 +101,10 @@ def test_the_results_page_reads_as_an_answer_then_the_detail(tmp_path):
         stamp = json.loads((folder / "stamp.json").read_text())
         # The runs' commit, or each of theirs where they trained at several.
         commits = stamp["commit"] if isinstance(stamp["commit"], list) else [stamp["commit"]]
-        line = next(
-            line for line in text.splitlines() if f"at {' / '.join(c[:7] for c in commits)} on " in line
-        )
+        shown = " / ".join(c[:7] for c in commits)
+        line = next(line for line in text.splitlines() if shown in line and " on " in line)
+        # Runs of several commits are said so, loudly.
+        assert ("MIXED" in line) == (len(commits) > 1)
         assert stamp["cpu"][0] in line and "numerics portable" in line and "experiment" in line
         assert f"{stamp['complete_runs']} runs" in line
     # Every claims table puts the verdict first; the comparisons come per data set and noise model.
