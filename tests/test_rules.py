@@ -231,6 +231,7 @@ def test_a_writer_whose_name_leads_out_of_the_run_is_refused_before_it_writes(co
     ("arguments", "message"),
     [
         (["name=../../.."], "name=../../.. leads out of outputs/runs/"),
+        (["name="], "name= is empty, but a run's folder is outputs/runs/<name>/<time>"),
         (["-m", "seed=0", "hydra.sweep.dir={finished}"], "hydra.sweep.dir={finished} is a run's folder"),
     ],
 )

@@ -67,11 +67,16 @@ def check_arguments(argv: list[str]) -> None:
         if (CONFIG_DIR / key).is_dir() and not key.startswith("hydra") and not override.is_delete():
             for value in values:
                 _check_option(key, value, argv)
+        if key == "name" and any(not v.strip() for v in values):
+            raise BadInput(
+                f"{argument} is empty, but a run's folder is outputs/runs/<name>/<time> and its report and "
+                "W&B group go by it: the run would land among the names' folders; give a name, e.g. "
+                "name=mylab"
+            )
         if key == "name" and any(Path(v).is_absolute() or ".." in Path(v).parts for v in values):
             raise BadInput(
                 f"name={values[0]} leads out of outputs/runs/, where a run's folder is <name>/<time>: its "
-                "files "
-                "would land beside or over other runs'; give a name without '..' or a leading '/'"
+                "files would land beside or over other runs'; give a name without '..' or a leading '/'"
             )
         if key == "name" and sweep and "${" in argument:
             raise BadInput(
