@@ -27,8 +27,12 @@ class BuildPyWithConfigs(build_py):
             shutil.copytree(
                 CONF, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("local", "__pycache__")
             )
+            # The README (what a board's columns are) makes the folder the package's, with boards or none.
+            results = Path(self.build_lib) / "noisydml" / "results"
+            results.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(RESULTS / "README.md", results / "README.md")
             for board in sorted(p.parent for p in RESULTS.glob("*/runs.csv*")):
-                kept = Path(self.build_lib) / "noisydml" / "results" / board.name
+                kept = results / board.name
                 kept.mkdir(parents=True, exist_ok=True)
                 for name in BOARD_FILES:
                     if (board / name).is_file():

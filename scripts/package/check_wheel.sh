@@ -77,6 +77,8 @@ results = json.loads(Path("run/results.json").read_text())
 assert results["status"] == "finished", results["status"]
 assert results["versions"]["noisydml"] == noisydml.__version__, results["versions"]
 assert "site-packages" in str(noisydml.CONFIG_DIR), noisydml.CONFIG_DIR
+# The boards --against names come from the wheel too (its results/, with or without boards yet).
+assert (noisydml.RESULTS_DIR / "README.md").is_file() and "site-packages" in str(noisydml.RESULTS_DIR)
 print(f"check-wheel: finished, test/recall@1 {results['metrics']['test/recall@1']:.4f}, configs from "
       f"{noisydml.CONFIG_DIR}")
 PY
