@@ -301,11 +301,14 @@ COMMANDS = {
 }
 
 
-def _page_blocks() -> list[tuple[str, str]]:
-    """``(language, text)`` of each fenced block of docs/board.md."""
-    import re
+def _page_files():
+    """scripts/docs/page_files.py, which writes the files a docs page shows."""
+    import importlib.util
 
-    return re.findall(r"```(\w+)\n(.*?)```", PAGE.read_text(), flags=re.S)
+    spec = importlib.util.spec_from_file_location("page_files", ROOT / "scripts" / "docs" / "page_files.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _commands(block: str, here: Path) -> list[list[str]]:
@@ -318,43 +321,27 @@ def _commands(block: str, here: Path) -> list[list[str]]:
 def test_the_board_page_runs_at_a_small_size(published, tmp_path):
     """docs/board.md as a user follows it: its loss and configs written where it says, its one-setting
     commands run (at the fixture's size) and compared with a board, whose files it names."""
-    for language, text in _page_blocks():
-        # A file's block names it in a comment of its first two lines (a config's first is its package).
-        lines = text.splitlines()[:2]
-        named = [line for line in lines if line.startswith("# ") and line.endswith((".py", ".yaml"))]
-        if language in ("python", "yaml") and named:
-            path = tmp_path / named[0].removeprefix("# ")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+    page = _page_files()
+    page.write_files(PAGE, tmp_path)
     assert (tmp_path / "mylab_losses.py").is_file() and (
         tmp_path / "myconf/method/mylab/soft_triplet.yaml"
     ).is_file()
-    bash = [text for language, text in _page_blocks() if language == "bash"]
+    bash = [text for language, text in page.blocks(PAGE) if language == "bash"]
     one_setting = next(block for block in bash if "--against" in block and "for noise" not in block)
     env = {**checkout_env(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{checkout_env()['PYTHONPATH']}"}
     run, report = _commands(one_setting, tmp_path)
     assert run[0] == "noisydml" and report[0] == "noisydml-report"
-    done = subprocess.run(
-        [*COMMANDS["noisydml"], *run[1:], *SMALL],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+
+    def page_command(command: list[str]) -> subprocess.CompletedProcess:
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    page_command([*COMMANDS["noisydml"], *run[1:], *SMALL])
     board_name = report[report.index("--against") + 1]
     assert board_name == "noisy_dml_cpu"
     report[report.index("--against") + 1] = str(published)
-    done = subprocess.run(
-        [*COMMANDS["noisydml-report"], *report[1:], "--no-wandb"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = page_command([*COMMANDS["noisydml-report"], *report[1:], "--no-wandb"])
     assert "Soft triplet ranks " in done.stdout
     out = tmp_path / "outputs" / "reports" / "mylab_symmetric"
     for name in ("board.csv", "comparisons.csv", "against.md", "figures/digits_critical_difference.png"):

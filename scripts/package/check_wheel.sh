@@ -84,19 +84,7 @@ print(f"check-wheel: finished, test/recall@1 {results['metrics']['test/recall@1'
 PY
 
 echo "check-wheel: a method from outside the package (docs/board.md's loss and configs), from the wheel"
-"$venv/bin/python" - "$root/docs/board.md" <<'PY'
-import re
-import sys
-from pathlib import Path
-
-# Each file the page shows, named in a comment of its block's first two lines, written where it says.
-for language, text in re.findall(r"```(\w+)\n(.*?)```", Path(sys.argv[1]).read_text(), flags=re.S):
-    named = [line for line in text.splitlines()[:2] if line.startswith("# ") and line.endswith((".py", ".yaml"))]
-    if language in ("python", "yaml") and named:
-        path = Path(named[0].removeprefix("# "))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-PY
+"$venv/bin/python" "$root/scripts/docs/page_files.py" "$root/docs/board.md" .
 PYTHONPATH="$PWD" "$venv/bin/noisydml" method=mylab/soft_triplet "hydra.searchpath=[file://$PWD/myconf]" \
     trainer.max_epochs=1 hydra.run.dir=mine
 "$venv/bin/python" - <<'PY'

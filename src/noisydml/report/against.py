@@ -29,6 +29,7 @@ from __future__ import annotations
 import csv
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -170,34 +171,41 @@ def board_comparisons(
 def ranks(groups: list[Group], new: set[str], metric: str = RECALL) -> list[dict[str, Any]]:
     """Each method's rank at each setting (1 the highest mean over seeds; ties share the mean rank)."""
     found = []
+    for group, noise, column, rows in _settings(groups, new):
+        means = {}
+        for row in rows:
+            values = by_seed(row, column, metric)
+            if values:
+                means[row.method] = (float(np.mean(list(values.values()))), len(values), row)
+        order = rankdata([-mean for mean, _, _ in means.values()], method="average")
+        for (method, (mean, seeds, row)), rank in zip(means.items(), order, strict=True):
+            found.append(
+                {
+                    "figure": group.figure,
+                    "dataset": group.dataset,
+                    "noise": noise,
+                    "noise_rate": column,
+                    "method": method,
+                    "new": "yes" if str(row.choice("method")) in new else "",
+                    "mean": csv_number(mean),
+                    "n_seeds": seeds,
+                    "rank": f"{rank:g}",
+                    "of": len(means),
+                }
+            )
+    return found
+
+
+def _settings(groups: list[Group], new: set[str]) -> Iterator[tuple[Group, str, str, list[Row]]]:
+    """``(group, noise, rate column, rows)`` of each setting of each group where a new method ran: the
+    noisy rows of one noise model, toplines left out."""
     for group in groups:
         table = pivot(group, "noise.rate")
         if not any(str(r.choice("method")) in new for r in table.rows):
             continue
         for noise, rows in _by_noise(table.rows).items():
             for column in table.columns:
-                means = {}
-                for row in rows:
-                    values = by_seed(row, column, metric)
-                    if values:
-                        means[row.method] = (float(np.mean(list(values.values()))), len(values), row)
-                order = rankdata([-mean for mean, _, _ in means.values()], method="average")
-                for (method, (mean, seeds, row)), rank in zip(means.items(), order, strict=True):
-                    found.append(
-                        {
-                            "figure": group.figure,
-                            "dataset": group.dataset,
-                            "noise": noise,
-                            "noise_rate": column,
-                            "method": method,
-                            "new": "yes" if str(row.choice("method")) in new else "",
-                            "mean": csv_number(mean),
-                            "n_seeds": seeds,
-                            "rank": f"{rank:g}",
-                            "of": len(means),
-                        }
-                    )
-    return found
+                yield group, noise, column, rows
 
 
 def _by_noise(rows: list[Row]) -> dict[str, list[Row]]:
@@ -214,18 +222,13 @@ def blocks(
     """Per data set, ``block -> method -> value``: a block per setting and seed where the new methods ran,
     each method's metric there; only the methods that have a value in every block (a complete design)."""
     by_dataset: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
-    for group in groups:
-        table = pivot(group, "noise.rate")
-        if not any(str(r.choice("method")) in new for r in table.rows):
-            continue
-        for noise, rows in _by_noise(table.rows).items():
-            for column in table.columns:
-                values = {row.method: by_seed(row, column, metric) for row in rows}
-                ran = [set(values[r.method]) for r in rows if str(r.choice("method")) in new]
-                seeds = set.intersection(*ran) if ran else set()
-                for seed in sorted(seeds):
-                    block = f"{group.figure} {noise} {column} seed {seed}"
-                    by_dataset[group.dataset][block] = {m: v[seed] for m, v in values.items() if seed in v}
+    for group, noise, column, rows in _settings(groups, new):
+        values = {row.method: by_seed(row, column, metric) for row in rows}
+        ran = [set(values[r.method]) for r in rows if str(r.choice("method")) in new]
+        seeds = set.intersection(*ran) if ran else set()
+        for seed in sorted(seeds):
+            block = f"{group.figure} {noise} {column} seed {seed}"
+            by_dataset[group.dataset][block] = {m: v[seed] for m, v in values.items() if seed in v}
     complete = {}
     for dataset, found in by_dataset.items():
         methods = set.intersection(*(set(values) for values in found.values())) if found else set()
