@@ -123,8 +123,11 @@ publish-run: install
 	$(BIN)/python scripts/readme_tables.py
 
 ## Every digits-scale reproduction (conf/experiment/digits/) and its report under outputs/reports/,
-## JOBS at a time (each job uses one core: cpu_threads=1); a log per experiment beside its sweep.
-DIGITS := $(patsubst conf/experiment/%.yaml,%,$(wildcard conf/experiment/digits/*.yaml))
+## JOBS at a time (each job uses one core: cpu_threads=1); a log per experiment beside its sweep. Longest
+## first (by the wall times of the last run, scripts/bench/README.md), so that the two job slots of JOBS=2
+## end together.
+DIGITS_LONGEST := $(addprefix digits/,le2019_noise bdml_noise levi2021_even_odd zhang2023_noise yu2018_lambda)
+DIGITS := $(DIGITS_LONGEST) $(filter-out $(DIGITS_LONGEST),$(patsubst conf/experiment/%.yaml,%,$(wildcard conf/experiment/digits/*.yaml)))
 JOBS ?= 2
 .PHONY: reproduce-digits
 reproduce-digits: install

@@ -105,7 +105,7 @@ def test_the_results_page_reads_as_an_answer_then_the_detail(tmp_path):
         line = next(line for line in text.splitlines() if shown in line and " on " in line)
         # Runs of several commits are said so, loudly.
         assert ("MIXED" in line) == (len(commits) > 1)
-        assert stamp["cpu"][0] in line and "numerics portable" in line and "experiment" in line
+        assert stamp["cpu"][0] in line and f"numerics {stamp['numerics'][0]}" in line and "experiment" in line
         assert f"{stamp['complete_runs']} runs" in line
     # Every claims table puts the verdict first; the comparisons come per data set and noise model.
     details = [t for t in seen["tables"][1:] if t["header"][0] == "verdict"]
