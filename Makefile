@@ -67,8 +67,9 @@ test-quick: install
 test-slurm: install
 	VENV=$(VENV) scripts/slurm/test_slurm.sh
 
-## The wheels a GPU machine with its own torch and no package index needs (scripts/gpu/wheels.txt, 50 MB), into
-## .whl/: the device tool carries them, scripts/gpu/session.sh installs them there.
+## The wheels a GPU machine with its own torch and no package index needs (scripts/gpu/wheels.txt, 45 MB), into
+## .whl/: the device tool carries them, scripts/gpu/session.sh installs them there. Those only test-gpu-stack
+## needs (scripts/gpu/stack_wheels.txt: the report, the tune and slurm extras; 20 MB) into .whl-stack/.
 .PHONY: gpu-wheels
 gpu-wheels: install
 	PYTHON=$(BIN)/python scripts/gpu/fetch_wheels.sh

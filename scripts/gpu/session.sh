@@ -8,7 +8,8 @@
 #   bash scripts/gpu/session.sh install overhead           # where the runner makes the GPU wait
 #
 # `install` puts the wheels of scripts/gpu/wheels.txt (carried in .whl/, made by `make gpu-wheels`) and the
-# project into the machine's own Python with --no-index --no-deps, and fails if that changed its torch. Each
+# project into the machine's own Python with --no-index --no-deps, and fails if that changed its torch; the
+# stages import nothing else beside the machine's own packages. Each
 # stage writes STAGE.log under OUT (the device tool's $OUT; default outputs/gpu) and runs under its own time
 # limit (STAGE_LIMIT seconds, default 540), so a slow stage still returns what it printed; the stages of one
 # call share that call's 10 minutes. SMOKE=1 runs every bench at its CPU size (--quick), to try this script
@@ -47,8 +48,12 @@ print(f"noisydml from {noisydml.__file__}")
 EOF
 }
 
+# The test files that hold gpu tests, alone: pytest imports every file it collects, and the others may import
+# what only `make test-gpu-stack` installs (scripts/gpu/stack_wheels.txt).
 tests() {
-    "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider -rA
+    local files
+    mapfile -t files < <(grep -l 'pytest\.mark\.gpu' tests/test_*.py)
+    "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider -rA "${files[@]}"
 }
 
 throughput() {

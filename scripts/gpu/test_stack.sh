@@ -2,8 +2,9 @@
 # The test suite on the lent GPU machines' software stack, without a GPU: a Python 3.12 environment
 # (GPU_STACK_VENV, default .venv-gpu-stack) with scripts/gpu/stack.txt's packages from PyPI, then the carried
 # wheels (.whl/, `make gpu-wheels`) and the project installed by scripts/gpu/session.sh's own `install` stage
-# (--no-index --no-deps, torch left as it is), then pytest with ARGS. PYTHON312 names the interpreter
-# (default: python3.12 on the PATH, else pyenv's).
+# (--no-index --no-deps, torch left as it is), then the wheels only the suite needs (.whl-stack/, the same
+# way), then pytest with ARGS. PYTHON312 names the interpreter (default: python3.12 on the PATH, else
+# pyenv's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=${GPU_STACK_VENV:-.venv-gpu-stack}
@@ -30,4 +31,5 @@ if [[ ! -f "$stamp" || scripts/gpu/stack.txt -nt "$stamp" ]]; then
     touch "$stamp"
 fi
 OUT=$VENV/session PYTHON=$VENV/bin/python bash scripts/gpu/session.sh install
+"$VENV/bin/python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl-stack/*.whl
 "$VENV/bin/python" -m pytest -q "$@"
