@@ -102,7 +102,8 @@ def test_the_results_page_reads_as_an_answer_then_the_detail(tmp_path):
         # The runs' commit, or each of theirs where they trained at several.
         commits = stamp["commit"] if isinstance(stamp["commit"], list) else [stamp["commit"]]
         shown = " / ".join(c[:7] for c in commits)
-        line = next(line for line in text.splitlines() if shown in line and " on " in line)
+        command = f"make reproduce-{folder.name.replace('_', '-')} at "
+        line = next(line for line in text.splitlines() if command in line and shown in line)
         # Runs of several commits are said so, loudly.
         assert ("MIXED" in line) == (len(commits) > 1)
         assert stamp["cpu"][0] in line and f"numerics {stamp['numerics'][0]}" in line and "experiment" in line
