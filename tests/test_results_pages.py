@@ -19,6 +19,7 @@ from markdown_it import MarkdownIt
 
 import browser
 from noisydml.report import papers
+from noisydml.report.claims.readme import COMPARISONS, REPRODUCTIONS
 
 ROOT = Path(__file__).parents[1]
 RESULTS = ROOT / "results"
@@ -102,8 +103,8 @@ def test_the_results_page_reads_as_an_answer_then_the_detail(tmp_path):
         # The runs' commit, or each of theirs where they trained at several.
         commits = stamp["commit"] if isinstance(stamp["commit"], list) else [stamp["commit"]]
         shown = " / ".join(c[:7] for c in commits)
-        command = f"make reproduce-{folder.name.replace('_', '-')} at "
-        line = next(line for line in text.splitlines() if command in line and shown in line)
+        command = next(command for key, _, command in REPRODUCTIONS + COMPARISONS if key == folder.name)
+        line = next(line for line in text.splitlines() if f"{command} at " in line and shown in line)
         # Runs of several commits are said so, loudly.
         assert ("MIXED" in line) == (len(commits) > 1)
         assert stamp["cpu"][0] in line and f"numerics {stamp['numerics'][0]}" in line and "experiment" in line
