@@ -4,7 +4,8 @@ One mechanism owns checkpoints: :class:`ResumableCheckpoint` writes ``checkpoint
 configurable interval and once more when Lightning stops on SIGTERM (preemption, ``scancel``, a
 time limit); ``noisydml resume=<run dir>`` (or the same command again, ``resume=auto``) continues from
 that file. Files are written atomically, so a kill during the write leaves the previous checkpoint
-intact, and loaded with ``weights_only=True``. The checkpoint a new one replaces is kept as
+intact (not fsynced: a checkpoint a machine crash damaged is refused at resume, naming the fixes), and
+loaded with ``weights_only=True``. The checkpoint a new one replaces is kept as
 ``previous.ckpt``: a run whose last checkpoint was damaged after it was written (a full disk, a copy cut
 short) can fall back to it (``resume_from=previous``). A finished run is never resumed, so it drops
 ``previous.ckpt`` (``noisydml.run.train``); ``last.ckpt`` and ``best.ckpt`` stay.
@@ -39,7 +40,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         path = Path(path)
         keep = path.with_name(PREVIOUS) if path.name == LAST else None
         try:
-            with atomic_write(path, "wb", keep_previous=keep) as f:
+            with atomic_write(path, "wb", keep_previous=keep, durable=False) as f:
                 torch.save(checkpoint, f)
         except (OSError, RuntimeError) as error:
             # A short write surfaces from torch as "unexpected pos ..." and names neither file nor cause.

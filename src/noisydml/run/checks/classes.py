@@ -152,7 +152,7 @@ def check_classes(cfg: DictConfig) -> None:
     _check_keys(
         "module", cfg.get("module") or {}, EmbeddingModule, "noisydml.core.embedding_module.EmbeddingModule"
     )
-    defaults = OmegaConf.load(CONFIG_DIR / "config.yaml")
+    defaults = _top_level_defaults()
     for key in defaults:
         if key in ("defaults", "hydra") or key not in cfg or isinstance(defaults[key], DictConfig):
             continue
@@ -173,6 +173,14 @@ def check_classes(cfg: DictConfig) -> None:
         _check_orders(path, node, target)
         if path.split(".")[0] == "loss" and isinstance(cfg.get("miner"), DictConfig):
             _check_own_tuples(path, node, target, cfg.miner)
+
+
+@functools.cache
+def _top_level_defaults() -> DictConfig:
+    """conf/config.yaml as written, read once a process."""
+    defaults = OmegaConf.load(CONFIG_DIR / "config.yaml")
+    OmegaConf.set_readonly(defaults, True)
+    return defaults
 
 
 def _check_ranges(path: str, node: DictConfig, target: Any) -> None:
@@ -385,6 +393,7 @@ def _kind_of_default(default: Any) -> tuple | None:
     return None
 
 
+@functools.cache
 def _parameter_kinds(target: Any) -> dict[str, tuple | None]:
     """Each keyword parameter of ``target`` (a class's ``__init__`` up its bases, or a function) that
     takes only a boolean or only a list, from its annotation or else its default."""
