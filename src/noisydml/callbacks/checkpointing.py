@@ -10,7 +10,8 @@ loaded with ``weights_only=True``. The checkpoint a new one replaces is kept as
 short) can fall back to it (``resume_from=previous``). A finished run is never resumed, so it drops
 ``previous.ckpt`` (``noisydml.run.train``); ``last.ckpt`` and ``best.ckpt`` stay.
 :class:`SelectedCheckpoint` keeps ``checkpoints/best.ckpt``, the weights of the epoch with the best
-validation metric, which the test split is scored with (``noisydml.run.selection``).
+validation metric, which the test split is scored with (``noisydml.run.selection``);
+:class:`ValidateLastEpoch` validates the last epoch whatever the schedule, so that there is one to select.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.utils.atomic import atomic_write
@@ -145,3 +146,14 @@ class SelectedCheckpoint(ModelCheckpoint):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
         self.best_epoch = state_dict.get("best_epoch")
+
+
+class ValidateLastEpoch(Callback):
+    """Validation at the last epoch whatever ``trainer.check_val_every_n_epoch`` says: ``max_epochs=3``
+    with validation every 5 epochs would otherwise hold the validation split out for nothing and select
+    no checkpoint."""
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        last = trainer.max_epochs is not None and trainer.current_epoch + 1 == trainer.max_epochs
+        if last and trainer.check_val_every_n_epoch is not None:
+            trainer.check_val_every_n_epoch = 1
