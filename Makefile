@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 ## The default experiment (digits, noise 0.2) with strict numerics (the same numbers on any x86-64 CPU:
-## noisydml.run.numerics); pass overrides with ARGS="noise.rate=0.4 ...".
+## noisydml.numerics); pass overrides with ARGS="noise.rate=0.4 ...".
 run: install
 	$(BIN)/noisydml numerics=strict $(ARGS)
 

@@ -18,7 +18,7 @@ PACKAGE = ROOT / "src" / "noisydml"
 # (__version__, CONFIG_DIR), which every layer may read.
 LAYERS = (
     ("noisydml", "utils"),
-    ("metrics", "noise", "miners", "models"),
+    ("metrics", "noise", "miners", "models", "numerics"),
     ("core",),
     ("data", "losses"),
     ("callbacks", "loggers"),

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from noisydml.run.numerics import STRICT_ENV, apply_numerics, in_force
+from noisydml.numerics import STRICT_ENV, apply_numerics, in_force
 from noisydml.run.results import config_differences
 from noisydml.utils.errors import BadInput
 
@@ -137,7 +137,7 @@ VML_FUNCTIONS = ["sqrt", "log", "log2", "log10", "tan", "atan", "asin", "acos"]
 
 def _in_strict_process(code: str) -> str:
     """Run ``code`` in a fresh process in strict numerics; its stdout."""
-    prelude = "from noisydml.run.numerics import apply_numerics; apply_numerics('strict'); import torch\n"
+    prelude = "from noisydml.numerics import apply_numerics; apply_numerics('strict'); import torch\n"
     out = subprocess.run(
         [sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=120, check=True
     )

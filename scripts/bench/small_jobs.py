@@ -176,8 +176,8 @@ def runner_child(arguments: list[str]) -> dict:
     """Run the sweep in this process with the phase timers; the phases' CPU seconds."""
     started = time.process_time()
     clock = PhaseClock()
+    from noisydml.numerics import apply_numerics
     from noisydml.run import cli
-    from noisydml.run.numerics import apply_numerics
 
     # The experiments compute with strict numerics, which must be in force before torch loads.
     apply_numerics("strict")
@@ -220,7 +220,7 @@ def plain_child(config_path: Path, jobs: int) -> dict:
     import copy
     import importlib
 
-    from noisydml.run.numerics import apply_numerics
+    from noisydml.numerics import apply_numerics
 
     apply_numerics("strict")
 

@@ -4,12 +4,14 @@ One mechanism owns checkpoints: :class:`ResumableCheckpoint` writes ``checkpoint
 configurable interval and once more when Lightning stops on SIGTERM (preemption, ``scancel``, a
 time limit); ``noisydml resume=<run dir>`` (or the same command again, ``resume=auto``) continues from
 that file. Files are written atomically, so a kill during the write leaves the previous checkpoint
-intact, and loaded with ``weights_only=True``. The checkpoint a new one replaces is kept as
+intact (not fsynced: a checkpoint a machine crash damaged is refused at resume, naming the fixes), and
+loaded with ``weights_only=True``. The checkpoint a new one replaces is kept as
 ``previous.ckpt``: a run whose last checkpoint was damaged after it was written (a full disk, a copy cut
 short) can fall back to it (``resume_from=previous``). A finished run is never resumed, so it drops
 ``previous.ckpt`` (``noisydml.run.train``); ``last.ckpt`` and ``best.ckpt`` stay.
 :class:`SelectedCheckpoint` keeps ``checkpoints/best.ckpt``, the weights of the epoch with the best
-validation metric, which the test split is scored with (``noisydml.run.selection``).
+validation metric, which the test split is scored with (``noisydml.run.selection``);
+:class:`ValidateLastEpoch` validates the last epoch whatever the schedule, so that there is one to select.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.utils.atomic import atomic_write
@@ -39,7 +41,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         path = Path(path)
         keep = path.with_name(PREVIOUS) if path.name == LAST else None
         try:
-            with atomic_write(path, "wb", keep_previous=keep) as f:
+            with atomic_write(path, "wb", keep_previous=keep, durable=False) as f:
                 torch.save(checkpoint, f)
         except (OSError, RuntimeError) as error:
             # A short write surfaces from torch as "unexpected pos ..." and names neither file nor cause.
@@ -144,3 +146,14 @@ class SelectedCheckpoint(ModelCheckpoint):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
         self.best_epoch = state_dict.get("best_epoch")
+
+
+class ValidateLastEpoch(Callback):
+    """Validation at the last epoch whatever ``trainer.check_val_every_n_epoch`` says: ``max_epochs=3``
+    with validation every 5 epochs would otherwise hold the validation split out for nothing and select
+    no checkpoint."""
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        last = trainer.max_epochs is not None and trainer.current_epoch + 1 == trainer.max_epochs
+        if last and trainer.check_val_every_n_epoch is not None:
+            trainer.check_val_every_n_epoch = 1

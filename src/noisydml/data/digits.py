@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
@@ -90,9 +92,9 @@ class Digits:
 
     def images_and_labels(self) -> tuple[torch.Tensor, np.ndarray]:
         """Every image as an (N, 1, H, W) float tensor in [0, 1], and its digit."""
-        digits = load_digits()
-        images = torch.from_numpy(digits.images.astype(np.float32) / 16.0).unsqueeze(1)
-        return images, digits.target.astype(np.int64)
+        pixels, target = _load_digits()
+        images = torch.from_numpy(pixels.astype(np.float32) / 16.0).unsqueeze(1)
+        return images, target.astype(np.int64)
 
     def splits(self) -> Splits:
         images, labels = self.images_and_labels()
@@ -122,6 +124,15 @@ class Digits:
             test=TensorDataset(images[test_idx], labels[test_idx]),
             train_eval_labels=None if self.label_map is None else labels[train_idx],
         )
+
+
+@functools.cache
+def _load_digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits as it ships them, read once a process (a sweep's jobs share it), read-only."""
+    digits = load_digits()
+    digits.images.setflags(write=False)
+    digits.target.setflags(write=False)
+    return digits.images, digits.target
 
 
 def _listed(key: str, values: list) -> str:

@@ -31,7 +31,8 @@ def keep_rows_before(path: Path, step: int) -> list[dict[str, str]]:
 
 
 def _write(path: Path, fields: list[str], rows: list[dict]) -> None:
-    with atomic_write(path) as f:
+    # Rewritten whenever a new metric appears (several times a run) and appended to unsynced in between.
+    with atomic_write(path, durable=False) as f:
         writer = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)

@@ -16,9 +16,9 @@ import yaml
 from omegaconf import DictConfig
 
 from noisydml import CONFIG_DIR
+from noisydml.numerics import apply_numerics
 from noisydml.run import sweep_progress
 from noisydml.run.checks.arguments import check_arguments, check_search_arguments
-from noisydml.run.numerics import apply_numerics
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.errors import BadInput
 from noisydml.utils.metric_names import selected

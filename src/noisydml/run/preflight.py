@@ -1,18 +1,9 @@
-"""Pre-flight: everything a run needs is checked and built here, before the first training step; bad
-input is refused with the key, the value and the fix (:class:`noisydml.utils.errors.BadInput`). The
-checks themselves live in :mod:`noisydml.run.checks`, one module per kind of rule; :func:`prepare` runs
-them cheapest first:
-
-1. On the composed config, before anything is built: the table of keys, every node against its class
-   (options, types, ranges), the parts whose constructors check their own values, the run's identity,
-   the machine, the Trainer, and the folders the run writes.
-2. The checkpoint to resume from. Before any of this, :mod:`noisydml.run.train` checks the run directory.
-3. The data module, with its noisy labels drawn (the noise model checks its rate against the classes),
-   and the model: the optimizer, the metrics, the selection, what trains.
-4. One batch through the backbone and the training step's hook sequence (shape mismatches, NaN inputs, a
-   loss that cannot take its miner's tuples), and in the run's precision, without changing what training
-   then draws or learns.
-"""
+"""Pre-flight: everything a run needs is checked and built here, before the first training step, cheapest
+first; bad input is refused with the key, the value and the fix (:mod:`noisydml.run.checks`). The config
+(:mod:`~noisydml.run.checks.config`), the machine, the Trainer and the folders the run writes; the
+checkpoint to resume from; the data module with its noisy labels drawn (the noise model checks its rate)
+and the model; then one batch through the training step's hook sequence, in the run's precision, on
+copies."""
 
 from __future__ import annotations
 

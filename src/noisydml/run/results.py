@@ -3,6 +3,7 @@ the table printed at the end. The files themselves are named by :mod:`noisydml.u
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import math
 import platform
@@ -27,6 +28,13 @@ PACKAGES = (
 
 def versions() -> dict[str, str]:
     """Versions of the packages that decide a run's numbers, Python's, and the git commit."""
+    return dict(_versions())
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
+    # Once a process: its modules are loaded once, so a later job of a sweep runs the same code (a package
+    # upgraded or a commit made meanwhile is not what it runs), and each reading costs a git process.
     found = {"python": platform.python_version()}
     for package in PACKAGES:
         try:

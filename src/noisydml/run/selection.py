@@ -20,17 +20,6 @@ from noisydml.callbacks.checkpointing import SelectedCheckpoint
 from noisydml.utils.metric_names import VALIDATION, selected
 
 
-class ValidateLastEpoch(Callback):
-    """Validation at the last epoch whatever ``trainer.check_val_every_n_epoch`` says: ``max_epochs=3``
-    with validation every 5 epochs would otherwise hold the validation split out for nothing and select
-    no checkpoint."""
-
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        last = trainer.max_epochs is not None and trainer.current_epoch + 1 == trainer.max_epochs
-        if last and trainer.check_val_every_n_epoch is not None:
-            trainer.check_val_every_n_epoch = 1
-
-
 def watched_callbacks(callbacks: list[Callback], stages: list[str]) -> list[Callback]:
     """The callbacks whose monitored metric some validation loader logs.
 

@@ -26,19 +26,20 @@ from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+from noisydml.callbacks.checkpointing import ValidateLastEpoch
 from noisydml.callbacks.divergence import DivergenceWarning
 from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_bar
+from noisydml.callbacks.requeue import RequeueAtStepEnd
 from noisydml.loggers.resumable_csv import ResumableCSVLogger, keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
+from noisydml.numerics import numerics_record
 from noisydml.run.checks.folders import check_output_dir, check_run_directory, check_run_folder, check_writers
 from noisydml.run.checks.library import build
 from noisydml.run.checks.outcome import result_status
-from noisydml.run.numerics import numerics_record
 from noisydml.run.preflight import prepare
-from noisydml.run.requeue import RequeueAtStepEnd
 from noisydml.run.results import format_metrics, format_selection, versions
-from noisydml.run.selection import ValidateLastEpoch, test_selected, watched_callbacks
+from noisydml.run.selection import test_selected, watched_callbacks
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.atomic import atomic_write
 from noisydml.utils.errors import BadInput, DiskFull, no_space
@@ -140,7 +141,6 @@ def _start(cfg: DictConfig, run: RunDir, record: dict) -> None:
     """Hydra's record of the run (``.hydra/``), and ``results.json`` saying it is running and how to
     continue it, so that a run killed outright is seen as such; a run started over drops the checkpoints
     of the one before it, which ``resume=auto`` would otherwise continue."""
-    check_output_dir(run.path)
     if cfg.resume == "never":
         for checkpoint in (run.last_checkpoint, run.previous_checkpoint):
             checkpoint.unlink(missing_ok=True)
@@ -192,7 +192,9 @@ def _train(
         )
         _log_summary(trainer, summary_fields(status, selection, noise, time.perf_counter() - started))
     except BaseException as error:
-        _log_summary(trainer, summary_fields(_end_status(error), wall_time_s=time.perf_counter() - started))
+        stopped = isinstance(error, (SIGTERMException, KeyboardInterrupt, SystemExit))
+        ended = INTERRUPTED if stopped else FAILED
+        _log_summary(trainer, summary_fields(ended, wall_time_s=time.perf_counter() - started))
         raise
     finally:
         _finish_wandb()
@@ -364,12 +366,6 @@ def _log_summary(trainer, fields: dict) -> None:
     for logger in trainer.loggers:
         if hasattr(logger, "log_summary"):
             logger.log_summary(fields)
-
-
-def _end_status(error: BaseException) -> str:
-    if isinstance(error, (SIGTERMException, KeyboardInterrupt, SystemExit)):
-        return INTERRUPTED
-    return FAILED
 
 
 def _global_step(checkpoint) -> int:

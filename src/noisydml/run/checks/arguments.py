@@ -2,7 +2,7 @@
 option (with the closest one), a sweep value list that is empty, a ``name=`` that is too long for a folder
 or leads out of ``outputs/runs/``, a run or sweep folder that cannot be written or lies in another run's,
 and a search's arguments. This module loads no torch: the command line runs it before the numerics are
-chosen (:mod:`noisydml.run.numerics`)."""
+chosen (:mod:`noisydml.numerics`)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
 """Every node that builds an object (a ``_target_``), against the class it builds, before anything is
 built: its keys are the class's parameters (a typo such as ``+noise.rat=0.2`` is named with the key it is
 closest to), a parameter that takes only a boolean or only a list gets one, and a library class's
-parameter stays in the range where its objective keeps its meaning (:data:`RANGES`).
-
-Outside those ranges the libraries train without a word and the run learns nothing, or the opposite of
-what it should: a negative margin no pair ever violates (the loss is 0), a negative alpha that weighs the
-easiest pairs most, an L0 "distance" with no gradient, a negative learning-rate floor. The ranges are
-declared per library class, by the path a ``_target_`` names, and found along a target's bases, so a
-subclass (noisydml's ``ContrastiveLoss`` of PML's) is held to its base's. This package's own classes check
-their ranges in their constructors (as PML's losses assert their distances), which
-:func:`noisydml.run.checks.library.check_built` calls before the data are read. A margin's range depends
-on what the loss compares: a distance (``LpDistance``, from 0 up) or a similarity (``CosineSimilarity``,
-in [-1, 1]).
+parameters keep the ranges and orders where its objective keeps its meaning (:data:`RANGES`,
+:data:`ORDERS`): outside them the libraries train without a word and the run learns nothing, or the
+opposite of what it should (a negative margin no pair violates, an L0 "distance" with no gradient).
+Declared by the path a ``_target_`` names and inherited, so a subclass is held to its base's; this
+package's own classes check theirs in their constructors (:func:`noisydml.run.checks.library.check_built`).
 """
 
 from __future__ import annotations
@@ -152,11 +146,11 @@ def check_classes(cfg: DictConfig) -> None:
     _check_keys(
         "module", cfg.get("module") or {}, EmbeddingModule, "noisydml.core.embedding_module.EmbeddingModule"
     )
-    defaults = OmegaConf.load(CONFIG_DIR / "config.yaml")
+    defaults = _top_level_defaults()
     for key in defaults:
         if key in ("defaults", "hydra") or key not in cfg or isinstance(defaults[key], DictConfig):
             continue
-        _check_type(str(key), raw(cfg, str(key)), _kind_of_default(raw(defaults, str(key))))
+        _check_type(str(key), raw(cfg, str(key)), _kind_of_annotation(type(raw(defaults, str(key)))))
     for path, node in target_nodes(cfg):
         try:
             target = get_object(node["_target_"])
@@ -175,6 +169,14 @@ def check_classes(cfg: DictConfig) -> None:
             _check_own_tuples(path, node, target, cfg.miner)
 
 
+@functools.cache
+def _top_level_defaults() -> DictConfig:
+    """conf/config.yaml as written, read once a process."""
+    defaults = OmegaConf.load(CONFIG_DIR / "config.yaml")
+    OmegaConf.set_readonly(defaults, True)
+    return defaults
+
+
 def _check_ranges(path: str, node: DictConfig, target: Any) -> None:
     for name, declared in _declared(target).items():
         if name not in node or node[name] is None:
@@ -189,8 +191,8 @@ def _check_ranges(path: str, node: DictConfig, target: Any) -> None:
 
 
 def _check_orders(path: str, node: DictConfig, target: Any) -> None:
-    for klass in inspect.getmro(target) if inspect.isclass(target) else ():
-        for order in _orders().get(klass, ()):
+    for _, orders in _along_bases(ORDERS, target):
+        for order in orders:
             low, high = (
                 node[n] if n in node else parameter_default(target, n) for n in (order.low, order.high)
             )
@@ -211,8 +213,8 @@ def _check_orders(path: str, node: DictConfig, target: Any) -> None:
 def _check_own_tuples(path: str, node: DictConfig, target: Any, miner: DictConfig) -> None:
     """A loss given a miner's tuples reads none of its parameters for drawing its own: one set to other
     than its default would be recorded as the run's without having been used."""
-    for klass in inspect.getmro(target) if inspect.isclass(target) else ():
-        for name in _own_tuples().get(klass, ()):
+    for klass, names in _along_bases(OWN_TUPLES, target):
+        for name in names:
             if name in node and node[name] != parameter_default(target, name):
                 raise BadInput(
                     f"{path}.{name}={node[name]} is read only when the loss draws its own tuples, but "
@@ -220,16 +222,6 @@ def _check_own_tuples(path: str, node: DictConfig, target: Any, miner: DictConfi
                     f"{klass.__name__} then ignores it; drop {path}.{name}, or use miner=none to let the "
                     "loss draw them"
                 )
-
-
-@functools.cache
-def _own_tuples() -> dict[Any, tuple[str, ...]]:
-    return _by_class(OWN_TUPLES)
-
-
-@functools.cache
-def _orders() -> dict[Any, tuple[Ordered, ...]]:
-    return _by_class(ORDERS)
 
 
 def parameter_default(target: Any, name: str) -> Any:
@@ -256,21 +248,21 @@ def _initializers(target: Any) -> list[Any]:
     return [target] if callable(target) else []
 
 
-def _declared(target: type) -> dict[str, Rule | ByMetric]:
-    declared: dict[str, Rule | ByMetric] = {}
-    for klass in reversed(inspect.getmro(target) if inspect.isclass(target) else ()):
-        declared.update(_ranges().get(klass, {}))
-    return declared
+def _declared(target: Any) -> dict[str, Rule | ByMetric]:
+    return {name: rule for _, ranges in _along_bases(RANGES, target) for name, rule in ranges.items()}
+
+
+def _along_bases(table: dict[str, Any], target: Any) -> list[tuple[type, Any]]:
+    """``(class, entry)`` of each class of ``table`` (keyed by class path) that ``target`` is or derives
+    from, bases first: a subclass is held to its bases' entries (a path that does not import is skipped)."""
+    bases = inspect.getmro(target) if inspect.isclass(target) else ()
+    found = [(klass, entry) for path, entry in table.items() if (klass := _imported(path)) in bases]
+    return sorted(found, key=lambda pair: -bases.index(pair[0]))
 
 
 @functools.cache
-def _ranges() -> dict[Any, dict[str, Rule | ByMetric]]:
-    return _by_class(RANGES)
-
-
-def _by_class(table: dict[str, Any]) -> dict[Any, Any]:
-    """A table keyed by class path, keyed by class object (a path that does not import here is skipped)."""
-    return {klass: entry for path, entry in table.items() if (klass := import_target(path)) is not None}
+def _imported(path: str) -> Any:
+    return import_target(path)
 
 
 def _compares_similarities(node: DictConfig, target: type) -> bool | None:
@@ -377,14 +369,7 @@ def _typed(value: Any) -> str:
     return shown(value).replace(" ", "")
 
 
-def _kind_of_default(default: Any) -> tuple | None:
-    if isinstance(default, bool):
-        return ("bool", False)
-    if isinstance(default, (ListConfig, list)):
-        return ("list", False)
-    return None
-
-
+@functools.cache
 def _parameter_kinds(target: Any) -> dict[str, tuple | None]:
     """Each keyword parameter of ``target`` (a class's ``__init__`` up its bases, or a function) that
     takes only a boolean or only a list, from its annotation or else its default."""
@@ -404,14 +389,14 @@ def _parameter_kinds(target: Any) -> dict[str, tuple | None]:
             kind = _kind_of_annotation(hints[name]) if name in hints else "unknown"
             if kind == "unknown":
                 default = parameter.default
-                kind = None if default is inspect.Parameter.empty else _kind_of_default(default)
+                kind = None if default is inspect.Parameter.empty else _kind_of_annotation(type(default))
             kinds[name] = kind
     return kinds
 
 
 def _kind_of_annotation(annotation: Any) -> tuple | None | str:
-    """("bool" | "list", null allowed) for ``bool``, ``list[...]``, ``Sequence[...]`` and their Optional;
-    None for any other type; "unknown" when there is no annotation to read."""
+    """("bool" | "list", null allowed) for ``bool``, ``list[...]``, ``Sequence[...]`` and their Optional
+    (a default's type too); None for any other type; "unknown" when there is no annotation to read."""
     if annotation is inspect.Parameter.empty or annotation is Any:
         return "unknown"
     origin = typing.get_origin(annotation)

@@ -1,14 +1,8 @@
 """A run writes only into its own folder: never into, below or over another run's, by any path key, and
-never above its own.
-
-:func:`check_run_folder`, before anything is written: the run directory lies inside no other run's folder
-(``hydra.run.dir=<a finished run>/checkpoints``, a run the report would never see) and holds no other run
-below it. :func:`check_run_directory`: it holds no finished run or checkpoint of another config;
-:func:`check_output_dir`: it can be written. :func:`check_written_folders`, in pre-flight: every folder a
-callback, logger or the trainer writes (a key named ``dirpath``, ``save_dir``, ``*_dir``) lies in the run
-directory, where resume and the report look for it, and can be written; a checkpoint folder pointed at
-another run's would overwrite its ``best.ckpt``, the weights its results were tested with.
-"""
+never above its own; a checkpoint folder pointed at another run's would overwrite its ``best.ckpt``, the
+weights its results were tested with. Checked before anything is written (:func:`check_run_folder`,
+:func:`check_run_directory`), in pre-flight (:func:`check_written_folders`) and of the built writers
+(:func:`check_writers`)."""
 
 from __future__ import annotations
 
@@ -75,10 +69,14 @@ def check_folder_argument(key: str, folder: Path) -> None:
         )
 
 
-def check_output_folders(resolved: dict, run_dir: Path) -> None:
-    """Every folder the run's callbacks, loggers and trainer write lies in its run directory."""
+def check_written_folders(cfg: DictConfig, run_dir: Path) -> None:
+    """Every folder the run's callbacks, loggers and trainer write can be written (probed, leaving the disk
+    as it was) and lies in its run directory."""
+    folders = list(_output_folders(OmegaConf.to_container(cfg, resolve=True)))
+    for key, value in folders:
+        check_writable(Path(value).expanduser(), key, f"{key}=...", keep=False)
     root = run_dir.resolve()
-    for key, value in _output_folders(resolved):
+    for key, value in folders:
         folder = Path(value).expanduser()
         folder = (folder if folder.is_absolute() else Path.cwd() / folder).resolve()
         if folder != root and root not in folder.parents:
@@ -191,31 +189,6 @@ def _change(old: dict, new: dict, key: str) -> str:
     return f"{key}: {value(old)} there, {value(new)} here"
 
 
-def check_output_dir(path: Path, key: str = "paths.output_dir") -> None:
-    """The run directory (or another folder a run writes, named by its ``key``, which is left as it was
-    found) can be created and written."""
-    run_dir = key == "paths.output_dir"
-    fix = "hydra.run.dir=... (or hydra.sweep.dir=...)" if run_dir else f"{key}=..."
-    check_writable(path, key, fix, keep=run_dir)
-
-
-def _checkpoint_dirs(cfg: DictConfig) -> list[tuple[str, str]]:
-    callbacks = cfg.get("callbacks") or {}
-    return [
-        (f"callbacks.{name}.dirpath", node.dirpath)
-        for name, node in callbacks.items()
-        if isinstance(node, DictConfig) and node.get("dirpath")
-    ]
-
-
-def check_written_folders(cfg: DictConfig, run_dir: Path) -> None:
-    """Every folder the run's callbacks, loggers and trainer write lies in its run directory and can be
-    written (a logger's is probed, leaving the disk as it was)."""
-    for key, path in _checkpoint_dirs(cfg):
-        check_output_dir(Path(path), key)
-    for name, node in (cfg.get("logger") or {}).items():
-        folder = node.get("save_dir") if isinstance(node, DictConfig) else None
-        if folder:
-            key = f"logger.{name}.save_dir"
-            check_writable(Path(str(folder)).expanduser(), key, f"{key}=...", keep=False)
-    check_output_folders(OmegaConf.to_container(cfg, resolve=True), run_dir)
+def check_output_dir(path: Path) -> None:
+    """The run directory can be created and written."""
+    check_writable(path, "paths.output_dir", "hydra.run.dir=... (or hydra.sweep.dir=...)")

@@ -6,90 +6,79 @@ are in :mod:`noisydml.run.checks.classes`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from omegaconf import DictConfig, OmegaConf
 
-from noisydml.run.checks.walk import ABSENT, select, shown
-from noisydml.utils.checks import Rule, check_value
+from noisydml.run.checks.walk import ABSENT, shown
+from noisydml.utils.checks import INF, Rule, check_value
 from noisydml.utils.errors import BadInput
+
+
+def _rule(key: str, kind: type, low: float = -INF, high: float = INF, eg: object = None, **rule: Any) -> Rule:
+    """A row of :data:`KEYS`; ``eg``, a value the key takes, completes the fix as ``key=eg``."""
+    return Rule(key, kind, low, high, example="" if eg is None else f"{key}={eg}", **rule)
+
 
 KEYS = (
     # numpy's and scikit-learn's seeds are below 2**32.
-    Rule("seed", int, 0, 2**32, example="seed=0"),
-    Rule("dataset.split_seed", int, 0, 2**32, optional=True, example="dataset.split_seed=0"),
-    Rule("cpu_threads", int, 1, optional=True, example="cpu_threads=1"),
-    Rule("resume", str, options=("auto", "never")),
-    Rule("resume_from", str, options=("last", "previous")),
-    Rule("numerics", str, options=("native", "strict")),
+    _rule("seed", int, 0, 2**32, eg=0),
+    _rule("dataset.split_seed", int, 0, 2**32, optional=True, eg=0),
+    _rule("cpu_threads", int, 1, optional=True, eg=1),
+    _rule("resume", str, options=("auto", "never")),
+    _rule("resume_from", str, options=("last", "previous")),
+    _rule("numerics", str, options=("native", "strict")),
     # 0: evaluate the backbone as it is (BDML's PCA baseline).
-    Rule("trainer.max_epochs", int, 0, example="trainer.max_epochs=20"),
-    Rule(
-        "trainer.check_val_every_n_epoch", int, 1, optional=True, example="trainer.check_val_every_n_epoch=5"
-    ),
-    Rule("trainer.log_every_n_steps", int, 1, example="trainer.log_every_n_steps=10"),
-    Rule("trainer.num_nodes", int, 1, example="trainer.num_nodes=1"),
-    Rule("trainer.accumulate_grad_batches", int, 1, example="trainer.accumulate_grad_batches=1"),
-    Rule(
+    _rule("trainer.max_epochs", int, 0, eg=20),
+    _rule("trainer.check_val_every_n_epoch", int, 1, optional=True, eg=5),
+    _rule("trainer.log_every_n_steps", int, 1, eg=10),
+    _rule("trainer.num_nodes", int, 1, eg=1),
+    _rule("trainer.accumulate_grad_batches", int, 1, eg=1),
+    _rule(
         "trainer.enable_checkpointing",
         bool,
         options=("True",),
         why="a run checkpoints to test its selected epoch and to resume; callbacks.checkpoint spaces them",
     ),
-    Rule(
+    _rule(
         "trainer.gradient_clip_val",
         float,
         0,
         optional=True,
-        example="trainer.gradient_clip_val=1.0",
+        eg=1.0,
         why="Lightning skips clipping at a negative value without a word; null clips nothing",
     ),
-    Rule("trainer.min_epochs", int, 0, optional=True, example="trainer.min_epochs=1"),
-    Rule("trainer.accelerator", str, options=("auto", "cpu", "gpu", "cuda", "mps", "tpu")),
-    Rule(
+    _rule("trainer.min_epochs", int, 0, optional=True, eg=1),
+    _rule("trainer.accelerator", str, options=("auto", "cpu", "gpu", "cuda", "mps", "tpu")),
+    _rule(
         "trainer.precision",
         str,
         options=("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true"),
     ),
-    Rule("optimizer.lr", float, 0, open_low=True, example="optimizer.lr=1e-3"),
-    Rule("optimizer.weight_decay", float, 0, optional=True, example="optimizer.weight_decay=0"),
-    Rule("optimizer.momentum", float, 0, 1, optional=True, example="optimizer.momentum=0.9"),
-    Rule(
-        "optimizer.betas",
-        float,
-        0,
-        1,
-        optional=True,
-        each=True,
-        length=2,
-        example="optimizer.betas=[0.9,0.999]",
-    ),
-    Rule("scheduler.milestones", int, 1, each=True, example="scheduler.milestones=[30]"),
-    Rule("scheduler.gamma", float, 0, open_low=True, example="scheduler.gamma=0.5"),
-    Rule("scheduler.T_max", int, 1, example="scheduler.T_max=20"),
-    Rule("data.P", int, 2, example="data.P=10"),
-    Rule("data.K", int, 2, example="data.K=6"),
-    Rule("data.batches_per_epoch", int, 1, optional=True, example="data.batches_per_epoch=100"),
-    Rule("data.eval_batch_size", int, 1, example="data.eval_batch_size=512"),
-    Rule("data.num_workers", int, 0, example="data.num_workers=4"),
-    Rule("data.small_classes", str, options=("error", "replace", "drop")),
-    Rule("backbone.embedding_size", int, 1, example="backbone.embedding_size=128"),
-    Rule("module.train_samples", int, 1, example="module.train_samples=1"),
-    Rule("module.loss_lr", float, 0, open_low=True, optional=True, example="module.loss_lr=1e-2"),
-    Rule("metrics.knn_accuracy_k", int, 1, optional=True, example="metrics.knn_accuracy_k=5"),
-    Rule("metrics.nmi_seeds", int, 1, example="metrics.nmi_seeds=5"),
-    Rule("metrics.nmi_plus_factor", int, 1, optional=True, example="metrics.nmi_plus_factor=2"),
-    Rule("metrics.nmi_average", str, options=("arithmetic", "geometric")),
-    Rule("metrics.kmeans_niter", int, 1, example="metrics.kmeans_niter=20"),
-    Rule("metrics.kmeans_restarts", int, 1, example="metrics.kmeans_restarts=5"),
-    Rule("metrics.kmeans_init", str, options=("random", "k-means++")),
-    Rule(
-        "dataset.test_fraction",
-        float,
-        0,
-        1,
-        open_low=True,
-        optional=True,
-        example="dataset.test_fraction=0.3",
-    ),
+    _rule("optimizer.lr", float, 0, open_low=True, eg="1e-3"),
+    _rule("optimizer.weight_decay", float, 0, optional=True, eg=0),
+    _rule("optimizer.momentum", float, 0, 1, optional=True, eg=0.9),
+    _rule("optimizer.betas", float, 0, 1, optional=True, each=True, length=2, eg="[0.9,0.999]"),
+    _rule("scheduler.milestones", int, 1, each=True, eg="[30]"),
+    _rule("scheduler.gamma", float, 0, open_low=True, eg=0.5),
+    _rule("scheduler.T_max", int, 1, eg=20),
+    _rule("data.P", int, 2, eg=10),
+    _rule("data.K", int, 2, eg=6),
+    _rule("data.batches_per_epoch", int, 1, optional=True, eg=100),
+    _rule("data.eval_batch_size", int, 1, eg=512),
+    _rule("data.num_workers", int, 0, eg=4),
+    _rule("data.small_classes", str, options=("error", "replace", "drop")),
+    _rule("backbone.embedding_size", int, 1, eg=128),
+    _rule("module.train_samples", int, 1, eg=1),
+    _rule("module.loss_lr", float, 0, open_low=True, optional=True, eg="1e-2"),
+    _rule("metrics.knn_accuracy_k", int, 1, optional=True, eg=5),
+    _rule("metrics.nmi_seeds", int, 1, eg=5),
+    _rule("metrics.nmi_plus_factor", int, 1, optional=True, eg=2),
+    _rule("metrics.nmi_average", str, options=("arithmetic", "geometric")),
+    _rule("metrics.kmeans_niter", int, 1, eg=20),
+    _rule("metrics.kmeans_restarts", int, 1, eg=5),
+    _rule("metrics.kmeans_init", str, options=("random", "k-means++")),
+    _rule("dataset.test_fraction", float, 0, 1, open_low=True, optional=True, eg=0.3),
     Rule("callbacks.checkpoint.every_n_epochs", int, 1, optional=True, example="every_n_epochs=1"),
     Rule(
         "callbacks.checkpoint.every_n_train_steps", int, 1, optional=True, example="every_n_train_steps=500"
@@ -108,7 +97,7 @@ CALLBACK_EXAMPLE = "{_target_: pytorch_lightning.callbacks.EarlyStopping, monito
 def check_keys(cfg: DictConfig) -> None:
     """Refuse the first key of :data:`KEYS` outside its rule, and a node that builds nothing."""
     for rule in KEYS:
-        value = select(cfg, rule.key)
+        value = OmegaConf.select(cfg, rule.key, default=ABSENT)
         if value is not ABSENT:
             check_value(rule, value)
     max_steps = OmegaConf.select(cfg, "trainer.max_steps", default=-1)

@@ -47,11 +47,16 @@ def check_built(cfg: DictConfig) -> None:
 
 
 def build(key: str, node: DictConfig, **kwargs: Any) -> Any:
-    """The object ``node`` (the config at ``key``) builds; a constructor's refusal names the parameter at
-    its place below ``key`` (a wrapped loss's, ``loss.loss.margin``), a library's is one line naming the
-    key it refused (:func:`library_error`)."""
+    """The object ``node`` (the config at ``key``) builds, refused as :func:`made` refuses it."""
+    return made(key, node, lambda n: instantiate(n, **kwargs))
+
+
+def made(key: str, node: DictConfig, make: Callable[[DictConfig], Any]) -> Any:
+    """``make(node)`` (the config at ``key``): a constructor's refusal names the parameter at its place
+    below ``key`` (a wrapped loss's, ``loss.loss.margin``), a library's is one line naming the key it
+    refused (:func:`library_error`)."""
     try:
-        return instantiate(node, **kwargs)
+        return make(node)
     except Exception as error:
         cause = error
         while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
@@ -61,7 +66,7 @@ def build(key: str, node: DictConfig, **kwargs: Any) -> Any:
             raise cause.under(place) from error
         if isinstance(cause, BadInput):
             raise cause from error
-        raise library_error(key, node, lambda n: instantiate(n, **kwargs), error) from error
+        raise library_error(key, node, make, error) from error
 
 
 # --- Library errors -----------------------------------------------------------------------------------
@@ -101,17 +106,10 @@ def library_error(
 def check_optimization(cfg: DictConfig, model: Any) -> None:
     """The optimizer and scheduler, built on the model's parameters as Lightning will build them."""
     params = [p for p in model.parameters() if p.requires_grad] or [torch.nn.Parameter(torch.zeros(1))]
-    try:
-        optimizer = instantiate(cfg.optimizer)(params)
-    except Exception as error:
-        raise library_error("optimizer", cfg.optimizer, lambda n: instantiate(n)(params), error) from error
-    if cfg.get("scheduler") is None:
-        return
-    try:
-        instantiate(cfg.scheduler)(optimizer)
-    except Exception as error:
-        build = lambda n: instantiate(n)(instantiate(cfg.optimizer)(params))  # noqa: E731
-        raise library_error("scheduler", cfg.scheduler, build, error) from error
+    made("optimizer", cfg.optimizer, lambda n: instantiate(n)(params))
+    if cfg.get("scheduler") is not None:
+        # Each trial on an optimizer of its own: a scheduler sets its optimizer's learning rates.
+        made("scheduler", cfg.scheduler, lambda n: instantiate(n)(instantiate(cfg.optimizer)(params)))
 
 
 def check_trainer(cfg: DictConfig) -> Any:
@@ -119,16 +117,11 @@ def check_trainer(cfg: DictConfig) -> Any:
     key where Lightning refuses it here; return it, for its precision."""
 
     def build(node: DictConfig) -> Any:
-        plugins = [instantiate(plugin) for plugin in node.get("plugins") or []]
-        return instantiate(node, logger=False, callbacks=[], plugins=plugins, enable_checkpointing=False)
-
-    try:
         with quiet_lightning():
-            trainer = build(cfg.trainer)
-    except BadInput:
-        raise
-    except Exception as error:
-        raise library_error("trainer", cfg.trainer, build, error) from error
+            plugins = [instantiate(plugin) for plugin in node.get("plugins") or []]
+            return instantiate(node, logger=False, callbacks=[], plugins=plugins, enable_checkpointing=False)
+
+    trainer = made("trainer", cfg.trainer, build)
     from lightning_fabric.plugins.environments import LightningEnvironment
 
     nodes = trainer.num_nodes

@@ -81,8 +81,9 @@ def check_selection(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
                 )
         mode = node.get("mode") if monitor else None
         if mode is not None and mode != better(monitor):
+            way = "falls" if better(monitor) == "min" else "rises"
             raise BadInput(
-                f"callbacks.{name}.mode={mode} on {monitor}, which improves as it {_way(better(monitor))}, "
+                f"callbacks.{name}.mode={mode} on {monitor}, which improves as it {way}, "
                 f"reads the worst epoch as the best; use callbacks.{name}.mode={better(monitor)}"
             )
     limit = OmegaConf.select(cfg, "trainer.limit_val_batches", default=None)
@@ -104,10 +105,6 @@ def _validation_not_at_epoch_end(cfg: DictConfig) -> str | None:
     if interval is not None and not (isinstance(interval, float) and interval == 1.0):
         return f"at trainer.val_check_interval={interval}"
     return None
-
-
-def _way(mode: str) -> str:
-    return "falls" if mode == "min" else "rises"
 
 
 def debug_mode(cfg: DictConfig, choices: dict[str, str]) -> str | None:

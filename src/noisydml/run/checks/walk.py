@@ -49,11 +49,6 @@ def raw(cfg: Any, key: str) -> Any:
     return node._value()
 
 
-def select(cfg: DictConfig, key: str) -> Any:
-    """The value at the dotted ``key``, resolved; :data:`ABSENT` where there is none."""
-    return OmegaConf.select(cfg, key, default=ABSENT)
-
-
 def shown(value: Any) -> str:
     """A value as a user types it on the command line: ``[0.9,0.999]``, ``{a: 1}``, ``null``."""
     if isinstance(value, (DictConfig, ListConfig)):

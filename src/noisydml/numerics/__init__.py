@@ -11,7 +11,7 @@ reproducibility in its ``COMPATIBLE`` branch (``STRICT``: independent of the thr
 to SSE4.1, faiss's generic kernels, numpy's baseline loops, and one torch thread unless ``cpu_threads``
 says otherwise. MKL's vector math computes a few functions (``sqrt`` among them) with instructions whose
 bits differ between Intel and AMD even in its ``COMPATIBLE`` branch: those are computed by numpy instead
-(:mod:`noisydml.run.vml`). It costs speed (scripts/bench/README.md, "Strict numerics").
+(:mod:`noisydml.numerics.vml`). It costs speed (scripts/bench/README.md, "Strict numerics").
 
 The variables are read when the libraries load, so the mode is set before torch (and numpy) is
 imported: the ``noisydml`` command does it before a run starts, and a process whose torch already runs
@@ -71,7 +71,7 @@ def apply_numerics(mode: str) -> None:
         )
     if mode == "strict":
         os.environ.update(STRICT_ENV)
-        from noisydml.run import vml
+        from noisydml.numerics import vml
 
         vml.install()
 
@@ -89,7 +89,7 @@ def in_force() -> str:
     none is set, else ``custom`` (pinning variables set by hand, which no mode vouches for)."""
     import torch
 
-    from noisydml.run import vml
+    from noisydml.numerics import vml
 
     strict = (
         vml.installed()

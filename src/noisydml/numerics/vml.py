@@ -8,7 +8,7 @@ selects on every x86-64 CPU, VML's kernels of exactly these functions start from
 last bits of a float32 ``sqrt``, and with them Adam's and RMSprop's steps and every Euclidean distance of
 ``torch.cdist``. numpy computes ``sqrt`` with the IEEE instruction (correctly rounded on every CPU) and
 the others with the C library, with its CPU-dependent loops disabled by ``NPY_DISABLE_CPU_FEATURES``
-(:mod:`noisydml.run.numerics`).
+(:mod:`noisydml.numerics`).
 
 The kernels are registered at the dispatcher's CPU key, so every caller reaches them, C++ ones included
 (``cdist``, the optimizers, autograd's formulas); autograd, above that key, is unchanged.
