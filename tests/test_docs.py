@@ -52,3 +52,23 @@ def test_the_api_reference_documents_every_public_part(obj):
     documented = _documented_modules()
     path = f"{obj.__module__}.{obj.__name__}"
     assert obj.__module__ in documented or path in documented, path
+
+
+def test_the_board_page_shows_the_committed_full_size_trial():
+    """docs/board.md's costs are scripts/bench/board_trial.md, what the trial script measured, put in by the
+    docs hook; the trial's finding that the board stands in for re-running three of its methods is there."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = (ROOT / "docs" / "board.md").read_text()
+    assert hooks.BOARD_TRIAL in page and "| wall time |" not in page
+    board = SimpleNamespace(file=SimpleNamespace(src_uri="board.md"))
+    shown = hooks.on_page_markdown(page, board, None, None)
+    trial = hooks.BOARD_TRIAL_FILE.read_text()
+    assert trial in shown and hooks.BOARD_TRIAL not in shown
+    assert "| the whole digits comparison (step 5's sweeps) | 96 |" in trial
+    assert "identical in every field but the build's and the machine's" in trial
+    assert "`board.csv`, `comparisons.csv`, `ranks.csv` the same, byte for byte" in trial

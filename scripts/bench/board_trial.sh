@@ -9,9 +9,10 @@
 # report against the board with those three methods' rows replaced by the re-run's, whose verdicts must be
 # the first report's, file for file.
 #
-#     scripts/bench/board_trial.sh [WORK]     # about 35 minutes on 2 cores; WORK kept (default: a new one)
+#     scripts/bench/board_trial.sh [WORK]     # about 20 minutes on 2 cores; WORK kept (default: a new one)
 #
-# The times go to WORK/times.md, to be copied into docs/board.md's table by hand.
+# What it measured goes to WORK/board_trial.md: committed as scripts/bench/board_trial.md, the table
+# docs/board.md shows (scripts/docs/hooks.py).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 work="${1:-$(mktemp -d)}"
@@ -102,17 +103,32 @@ for row in rerun:
     for name in sorted(set(row) | set(twin)):
         if name not in free and row.get(name, "") != twin.get(name, ""):
             differ.setdefault(name, []).append(key(row))
-print(f"board-trial: {len(rerun)} re-run runs against their committed rows: "
-      + ("identical in every field but the build's and the machine's" if not differ else f"DIFFER {differ}"))
+found = [f"{len(rerun)} runs of the three re-run against their committed rows: "
+         + ("identical in every field but the build's and the machine's" if not differ else f"DIFFER {differ}")]
+print("board-trial:", found[0])
 again = {key(row): row for row in rerun}
 replaced = [again.get(key(row), row) for row in committed]
+(work / "board_rerun").mkdir(exist_ok=True)
 write_runs(replaced, work / "board_rerun")
 assert main([str(work / "sweeps/mylab_symmetric"), str(work / "sweeps/mylab_small_cluster"), "--against",
              str(work / "board_rerun"), "--name", "mylab_rerun", "--out", str(work / "reports")]) == 0
 first, second = work / "reports/mylab", work / "reports/mylab_rerun"
 same = [name for name in ("board.csv", "comparisons.csv", "ranks.csv")
         if filecmp.cmp(first / name, second / name, shallow=False)]
-print(f"board-trial: against the board with the re-run's rows, the same files: {same}")
+found.append("the report against the board with their rows replaced by the re-run's: "
+             + ", ".join(f"`{name}`" for name in same) + (" the same, byte for byte" if len(same) == 3 else
+             " the same; the others DIFFER"))
+print("board-trial:", found[1])
+(work / "found.md").write_text("".join(f"- {line}\n" for line in found))
 sys.exit(0 if not differ and len(same) == 3 else 1)
 PY
-cat "$times"
+{
+    echo "Measured by \`scripts/bench/board_trial.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores"
+    echo "($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), one job at a time, from a wheel"
+    echo "of $(git -C "$root" rev-parse --short HEAD) in a fresh environment, against the committed board \`$board\`."
+    echo
+    cat "$times"
+    echo
+    cat "$work/found.md"
+} > "$work/board_trial.md"
+cat "$work/board_trial.md"
