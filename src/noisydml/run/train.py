@@ -37,6 +37,7 @@ from noisydml.numerics import numerics_record
 from noisydml.run.checks.folders import check_output_dir, check_run_directory, check_run_folder, check_writers
 from noisydml.run.checks.library import build
 from noisydml.run.checks.outcome import result_status
+from noisydml.run.checks.walk import entries
 from noisydml.run.preflight import prepare
 from noisydml.run.results import format_metrics, format_selection, versions
 from noisydml.run.selection import test_selected, watched_callbacks
@@ -262,9 +263,9 @@ def _build(
         history = keep_rows_before(run.metrics_csv, _global_step(checkpoint))
     # A resumed run continues its W&B run (WandbLogger resumes an id it is given).
     wandb_id = {"id": run.wandb_id()} if checkpoint is not None and run.wandb_id() else {}
-    chosen = {f"logger.{name}": node for name, node in (cfg.logger or {}).items() if node is not None}
+    chosen = {key: node for key, node in entries(cfg, "logger") if node is not None}
     loggers = [build(key, node, **(wandb_id if "id" in node else {})) for key, node in chosen.items()]
-    given = {f"callbacks.{name}": node for name, node in cfg.callbacks.items() if node is not None}
+    given = {key: node for key, node in entries(cfg, "callbacks") if node is not None}
     callbacks = [build(key, node) for key, node in given.items()]
     # Before a logger writes anything (TensorBoard's hyperparameters are written at once).
     check_writers(dict(zip([*chosen, *given], [*loggers, *callbacks], strict=True)), run.path)

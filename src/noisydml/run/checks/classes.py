@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
-import math
 import types
 import typing
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from noisydml import CONFIG_DIR
-from noisydml.run.checks.walk import raw, shown, target_nodes
+from noisydml.run.checks.walk import builds, import_target, raw, shown, target_nodes
 from noisydml.utils.checks import (
     NONNEGATIVE_BOUNDARY,
     NONNEGATIVE_MARGIN,
@@ -36,8 +35,6 @@ from noisydml.utils.checks import (
     parameter_range,
 )
 from noisydml.utils.errors import BadInput
-
-INF = math.inf
 
 
 @dataclass(frozen=True)
@@ -256,13 +253,8 @@ def _along_bases(table: dict[str, Any], target: Any) -> list[tuple[type, Any]]:
     """``(class, entry)`` of each class of ``table`` (keyed by class path) that ``target`` is or derives
     from, bases first: a subclass is held to its bases' entries (a path that does not import is skipped)."""
     bases = inspect.getmro(target) if inspect.isclass(target) else ()
-    found = [(klass, entry) for path, entry in table.items() if (klass := _imported(path)) in bases]
+    found = [(klass, entry) for path, entry in table.items() if (klass := import_target(path)) in bases]
     return sorted(found, key=lambda pair: -bases.index(pair[0]))
-
-
-@functools.cache
-def _imported(path: str) -> Any:
-    return import_target(path)
 
 
 def _compares_similarities(node: DictConfig, target: type) -> bool | None:
@@ -270,7 +262,7 @@ def _compares_similarities(node: DictConfig, target: type) -> bool | None:
     None when it cannot be told."""
     similarity = import_target(SIMILARITY)
     distance = node.get("distance") if "distance" in node else None
-    if isinstance(distance, DictConfig) and "_target_" in distance:
+    if builds(distance):
         klass = import_target(distance["_target_"])
         return None if klass is None or similarity is None else issubclass(klass, similarity)
     try:
@@ -283,14 +275,6 @@ def _example(target: type, name: str, key: str) -> str:
     """``key=<the class's default>``, the value the class takes when the key is not given."""
     default = parameter_default(target, name)
     return f"{key}={default if default is not None else '...'}"
-
-
-def import_target(path: str) -> Any:
-    """The object a ``_target_`` path names; None where it does not import in this environment."""
-    try:
-        return get_object(path)
-    except Exception:
-        return None
 
 
 # --- Options ------------------------------------------------------------------------------------------

@@ -22,12 +22,11 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml import CONFIG_DIR
-from noisydml.run.checks.walk import ABSENT, leaves, raw, shown, target_nodes
+from noisydml.run.checks.walk import import_target, leaves, raw, shown, target_nodes
 from noisydml.utils.errors import BadInput
 from noisydml.utils.method_names import PACKAGE_SOURCES, method_groups, sources_of
 
@@ -61,10 +60,10 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     # (a method's loss and miner) is then the experiment's too.
     pinned = tuple((group, str(choices[group])) for group in sorted(swept) if choices.get(group) is not None)
     own, own_choices, _ = _experiment(str(experiment), pinned, searchpath)
-    if all(_value(cfg, label) != _value(own, label) for label in ("name", "report.figure")):
+    if all(raw(cfg, label, None) != raw(own, label, None) for label in ("name", "report.figure")):
         return
     labels = f"name {_label(cfg, 'name')} and figure {_label(cfg, 'report.figure')}"
-    tune = _value(own, "tune") or {}
+    tune = raw(own, "tune", None) or {}
     tuned = (tune.get("space") or {}).get(choices.get("method")) or {}
     for key, values in swept.items():
         given = str(choices[key]) if key in choices else shown(OmegaConf.select(cfg, key, default=None))
@@ -97,7 +96,7 @@ def _departures(
     if str(choices.get("dataset")) != str(own_choices.get("dataset")):
         return
     for key in sorted(set(_identity_keys(own)) | set(_identity_keys(cfg))):
-        theirs, ours = _value(own, key), _value(cfg, key)
+        theirs, ours = raw(own, key, None), raw(cfg, key, None)
         if theirs != ours:
             yield key, theirs, ours
 
@@ -106,11 +105,7 @@ def _identity_keys(cfg: DictConfig) -> Iterator[str]:
     """The data set's split keys (of its class and of any data set it is built from, e.g. the source of
     extracted features) and every key of the noise."""
     for path, node in target_nodes(cfg.get("dataset"), "dataset"):
-        try:
-            target = get_object(node["_target_"])
-        except Exception:
-            continue
-        for key in getattr(target, "split_keys", ()):
+        for key in getattr(import_target(node["_target_"]), "split_keys", ()):
             yield f"{path}.{key}"
     for section in IDENTITY_SECTIONS:
         yield from (key for key, _ in leaves(raw(cfg, section), section) if key != "noise.seed")
@@ -129,18 +124,12 @@ def _number(value: str) -> str:
         return value
 
 
-def _value(cfg: DictConfig, key: str) -> Any:
-    """The value at ``key`` as written, None where there is none."""
-    value = raw(cfg, key)
-    return None if value is ABSENT else value
-
-
 def _label(cfg: DictConfig, key: str) -> Any:
     """The run's label at ``key`` as it resolves (a protocol derives it from the experiment's name)."""
     try:
         return OmegaConf.select(cfg, key)
     except Exception:
-        return _value(cfg, key)
+        return raw(cfg, key, None)
 
 
 def _is_swept(key: str, swept: frozenset[str]) -> bool:

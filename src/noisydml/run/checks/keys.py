@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from noisydml.run.checks.walk import ABSENT, shown
+from noisydml.run.checks.walk import ABSENT, builds, entries, shown
 from noisydml.utils.checks import INF, Rule, check_value
 from noisydml.utils.errors import BadInput
 
@@ -86,7 +86,6 @@ KEYS = (
 )
 
 # Nodes that build an object, or are null: without ``_target_`` they would reach their consumer as a dict.
-TARGET_SECTIONS = ("callbacks", "logger", "trainer.plugins", "data.filter")
 TARGET_EXAMPLES = {
     "data.filter": "{_target_: noisydml.data.knn_filter.KnnLabelFilter}",
     "trainer.plugins": "{_target_: pytorch_lightning.plugins.environments.LightningEnvironment}",
@@ -111,28 +110,13 @@ def check_keys(cfg: DictConfig) -> None:
             f"trainer.min_epochs={epochs[0]} is above trainer.max_epochs={epochs[1]}, so the run cannot do "
             "what both say; lower trainer.min_epochs or raise trainer.max_epochs"
         )
-    _check_targets(cfg)
-
-
-def _check_targets(cfg: DictConfig) -> None:
-    """Each callback, logger, trainer plugin and label filter names the class it builds."""
-    for section in TARGET_SECTIONS:
-        for key, node in _section_nodes(cfg, section):
-            if node is None or (isinstance(node, DictConfig) and "_target_" in node):
-                continue
-            example = TARGET_EXAMPLES.get(section, CALLBACK_EXAMPLE)
+    # Each callback, logger, trainer plugin and label filter names the class it builds.
+    nodes = [(s, *entry) for s in ("callbacks", "logger", "trainer.plugins") for entry in entries(cfg, s)]
+    nodes.append(("data.filter", "data.filter", OmegaConf.select(cfg, "data.filter", default=None)))
+    for section, key, node in nodes:
+        if node is not None and not builds(node):
             null = f", or {key}=null" if section == "data.filter" else ""
             raise BadInput(
                 f"{key}={shown(node)} has no _target_, the class it builds; give it, e.g. "
-                f"'{key}={example}'{null}"
+                f"'{key}={TARGET_EXAMPLES.get(section, CALLBACK_EXAMPLE)}'{null}"
             )
-
-
-def _section_nodes(cfg: DictConfig, section: str) -> list[tuple[str, object]]:
-    """``(key, node)`` of a section's entries: a mapping's, a list's (``trainer.plugins[0]``) or itself."""
-    found = OmegaConf.select(cfg, section, default=None)
-    if section == "data.filter":
-        return [(section, found)]
-    if section == "trainer.plugins":
-        return [(f"{section}[{i}]", node) for i, node in enumerate(found or [])]
-    return [(f"{section}.{name}", node) for name, node in (found or {}).items()]

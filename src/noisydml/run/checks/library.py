@@ -19,14 +19,15 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from torch.utils.data import default_collate
 
 from noisydml.core.hooks import hooks_of
-from noisydml.run.checks.classes import import_target, parameter_default
-from noisydml.run.checks.walk import given_keys, raw, shown, target_nodes
+from noisydml.run.checks.classes import parameter_default
+from noisydml.run.checks.walk import builds, import_target, raw, shown, target_nodes
 from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import quiet_lightning
@@ -41,8 +42,7 @@ def check_built(cfg: DictConfig) -> None:
     refused at its place in the config. Called before the run seeds itself, so nothing here changes what
     the run then draws."""
     for section in BUILT_EARLY:
-        node = cfg.get(section)
-        if isinstance(node, DictConfig) and "_target_" in node:
+        if builds(node := cfg.get(section)):
             build(section, node)
 
 
@@ -190,7 +190,9 @@ def check_loss_lr(cfg: DictConfig, loss: Any, training_set: Any, choices: dict[s
     that has none once set up on the data, nothing reads it. A protocol's or an experiment's value, shared
     by every method it runs, is a default, not the run's choice."""
     lr = OmegaConf.select(cfg, "module.loss_lr", default=None)
-    if lr is None or "module.loss_lr" not in given_keys():
+    # Set for this run on the command line (Hydra's overrides.task: a sweep job's own values too).
+    given = HydraConfig.get().overrides.task if HydraConfig.initialized() else ()
+    if lr is None or "module.loss_lr" not in {str(o).split("=", 1)[0].lstrip("+~") for o in given}:
         return
     trial = copy.deepcopy(loss)
     hooks_of(trial).setup(training_set)
