@@ -10,6 +10,8 @@ import platform
 import subprocess
 from pathlib import Path
 
+from noisydml.run.checks.walk import leaves
+
 PACKAGES = (
     "noisydml",
     "torch",
@@ -67,25 +69,25 @@ NOT_IDENTITY = (
 )
 
 
-def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two resolved configs, ignoring ``NOT_IDENTITY``.
+def config_differences(old: dict, new: dict) -> list[str]:
+    """Dotted keys whose values differ between two resolved configs, ignoring ``NOT_IDENTITY``; a value
+    on one side where the other has a mapping (``scheduler: null`` against a scheduler) differs at its key.
 
     A key that only one of them has is an option added to (or removed from) the project since the
     older run, whose default keeps the old behaviour: not a difference, so a sweep re-run after an
     update still skips the jobs it finished. A run from before ``numerics`` existed computed natively."""
-    if not prefix:
-        old = {"numerics": "native", **old}
-    differences = []
-    for key in sorted(set(old) & set(new)):
-        dotted = f"{prefix}{key}"
-        if dotted in NOT_IDENTITY:
-            continue
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            differences += config_differences(a, b, f"{dotted}.")
-        elif a != b:
-            differences.append(dotted)
-    return differences
+    a, b = (dict(leaves(config)) for config in ({"numerics": "native", **old}, new))
+    below = {
+        key for x, y in ((a, b), (b, a)) for key in x.keys() - y.keys() if x[key] != {} and _holds(y, key)
+    }
+    differences = below | {key for key in a.keys() & b.keys() if a[key] != b[key]}
+    ignored = tuple(f"{key}." for key in NOT_IDENTITY)
+    kept = (key for key in differences if key not in NOT_IDENTITY and not key.startswith(ignored))
+    return sorted(kept, key=lambda key: key.split("."))
+
+
+def _holds(flat: dict, key: str) -> bool:
+    return any(other.startswith(f"{key}.") for other in flat)
 
 
 def format_metrics(metrics: dict[str, float]) -> str:

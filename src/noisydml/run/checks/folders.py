@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -181,12 +182,11 @@ def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None
 
 
 def _change(old: dict, new: dict, key: str) -> str:
-    def value(config: dict) -> Any:
-        for part in key.split("."):
-            config = config.get(part) if isinstance(config, dict) else None
-        return config
-
-    return f"{key}: {value(old)} there, {value(new)} here"
+    there, here = (
+        reduce(lambda c, part: c.get(part) if isinstance(c, dict) else None, key.split("."), config)
+        for config in (old, new)
+    )
+    return f"{key}: {there} there, {here} here"
 
 
 def check_output_dir(path: Path) -> None:
