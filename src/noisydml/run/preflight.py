@@ -20,7 +20,7 @@ from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.wandb_mode import choose_wandb_mode, logs_to_wandb
 from noisydml.run.checks.config import check_config
-from noisydml.run.checks.folders import check_caches, check_written_folders
+from noisydml.run.checks.folders import check_paths
 from noisydml.run.checks.library import (
     check_hardware,
     check_lengths,
@@ -46,13 +46,12 @@ class Prepared:
     model: EmbeddingModule
 
 
-def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
+def prepare(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]) -> Prepared:
     """Check and build everything training needs, refusing bad input before the first step."""
     check_config(cfg, choices)
     check_hardware(cfg)
     trainer = check_trainer(cfg)
-    check_written_folders(cfg, run.path)
-    check_caches(cfg)
+    check_paths(resolved, run.path)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
     if logs_to_wandb(cfg.logger):
         choose_wandb_mode()

@@ -255,7 +255,7 @@ def _build(
     cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str], requeue: RequeueAtStepEnd
 ) -> tuple:
     """The checkpoint to continue from, the data, the model and the trainer with its loggers and callbacks."""
-    prepared = prepare(cfg, run, choices)
+    prepared = prepare(cfg, run, resolved, choices)
     checkpoint, datamodule, model = prepared.checkpoint, prepared.datamodule, prepared.model
     history = []
     if rank_zero_only.rank == 0:

@@ -1,7 +1,7 @@
 """A run writes only into its own folder: never into, below or over another run's, by any path key, and
 never above its own; a checkpoint folder pointed at another run's would overwrite its ``best.ckpt``, the
 weights its results were tested with. Checked before anything is written (:func:`check_run_folder`,
-:func:`check_run_directory`), in pre-flight (:func:`check_written_folders`) and of the built writers
+:func:`check_run_directory`), in pre-flight (:func:`check_paths`) and of the built writers
 (:func:`check_writers`)."""
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from collections.abc import Iterator
 from functools import reduce
 from pathlib import Path
 from typing import Any
-
-from omegaconf import DictConfig, OmegaConf
 
 from noisydml.run.checks.walk import ABSENT, leaves
 from noisydml.run.results import config_differences
@@ -70,10 +68,17 @@ def check_folder_argument(key: str, folder: Path) -> None:
         )
 
 
-def check_written_folders(cfg: DictConfig, run_dir: Path) -> None:
-    """Every folder the run's callbacks, loggers and trainer write can be written (probed, leaving the disk
-    as it was) and lies in its run directory."""
-    folders = list(_output_folders(OmegaConf.to_container(cfg, resolve=True)))
+def check_paths(resolved: dict, run_dir: Path) -> None:
+    """Over the resolved config: every folder the run's callbacks, loggers and trainer write (a ``dir`` or
+    ``dirpath`` key) can be written (probed, leaving the disk as it was) and lies in its run directory; a
+    folder runs share (``cache_dir``: the instance-dependent noise's classifier outputs) lies in no run's
+    folder, whose files it would mix with."""
+    folders = [
+        (key, value)
+        for section in WRITING_SECTIONS
+        for key, value in leaves(resolved.get(section, ABSENT), section)
+        if isinstance(value, str) and key.rsplit(".", 1)[-1].endswith(("dir", "dirpath"))
+    ]
     for key, value in folders:
         check_writable(Path(value).expanduser(), key, f"{key}=...", keep=False)
     root = run_dir.resolve()
@@ -87,6 +92,15 @@ def check_written_folders(cfg: DictConfig, run_dir: Path) -> None:
                 "its own (another run's checkpoints would be overwritten; resume and the report look "
                 f"there); use {key}=${{paths.output_dir}}/<folder>, or move the whole run with "
                 "hydra.run.dir=..."
+            )
+    for key, value in leaves(resolved):
+        if key.rsplit(".", 1)[-1] != "cache_dir" or not value or key.startswith("hydra."):
+            continue
+        folder = Path(str(value)).expanduser().resolve()
+        if (outer := run_holding(folder)) is not None:
+            raise BadInput(
+                f"{key}={value} is inside the run folder {outer}, which it would write into; give a folder "
+                f"runs share outside every run, e.g. {key}=${{paths.data_dir}}/cache"
             )
 
 
@@ -111,29 +125,6 @@ def _written(writer: Any) -> Iterator[Path]:
         if folder:
             name = getattr(writer, "filename", None) or "" if name is None else name
             yield (Path(str(folder)).expanduser() / name).resolve()
-
-
-def check_caches(cfg: DictConfig) -> None:
-    """A folder runs share (``cache_dir``: the instance-dependent noise's classifier outputs) lies in no
-    run's folder, whose files it would mix with."""
-    for key, value in leaves(OmegaConf.to_container(cfg, resolve=True)):
-        if key.rsplit(".", 1)[-1] != "cache_dir" or not value or key.startswith("hydra."):
-            continue
-        folder = Path(str(value)).expanduser().resolve()
-        if (outer := run_holding(folder)) is not None:
-            raise BadInput(
-                f"{key}={value} is inside the run folder {outer}, which it would write into; give a folder "
-                f"runs share outside every run, e.g. {key}=${{paths.data_dir}}/cache"
-            )
-
-
-def _output_folders(resolved: dict) -> Iterator[tuple[str, str]]:
-    """``(key, folder)`` of every folder-valued key (``dirpath``, ``save_dir``, ``default_root_dir``)
-    of the sections that write."""
-    for section in WRITING_SECTIONS:
-        for key, value in leaves(resolved.get(section, ABSENT), section):
-            if isinstance(value, str) and key.rsplit(".", 1)[-1].endswith(("dir", "dirpath")):
-                yield key, value
 
 
 def _run_below(path: Path) -> Path | None:
