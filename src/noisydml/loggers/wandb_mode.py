@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import netrc
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 WANDB_HOST = "api.wandb.ai"
 
@@ -30,13 +28,3 @@ def _has_credentials() -> bool:
         return netrc.netrc(path).authenticators(WANDB_HOST) is not None
     except (FileNotFoundError, netrc.NetrcParseError, PermissionError):
         return False
-
-
-def logs_to_wandb(loggers: Mapping[str, Any]) -> bool:
-    """Whether one of a run's logger configs (``cfg.logger``) builds a W&B logger: only such a run sets W&B
-    up (a process of its own, seconds a job) and closes its run."""
-    from hydra.utils import get_class
-    from pytorch_lightning.loggers import WandbLogger
-
-    targets = (node.get("_target_") for node in loggers.values() if isinstance(node, Mapping))
-    return any(issubclass(get_class(target), WandbLogger) for target in targets if target)

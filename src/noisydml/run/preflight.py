@@ -15,10 +15,11 @@ import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from pytorch_lightning.loggers import WandbLogger
 
 from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
-from noisydml.loggers.wandb_mode import choose_wandb_mode, logs_to_wandb
+from noisydml.loggers.wandb_mode import choose_wandb_mode
 from noisydml.run.checks.config import check_config
 from noisydml.run.checks.folders import check_paths
 from noisydml.run.checks.library import (
@@ -32,6 +33,7 @@ from noisydml.run.checks.library import (
     check_trainer,
 )
 from noisydml.run.checks.outcome import check_metrics, check_selection, check_trains
+from noisydml.run.checks.walk import builds, entries, import_target
 from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir
 
@@ -53,7 +55,9 @@ def prepare(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str
     trainer = check_trainer(cfg)
     check_paths(resolved, run.path)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
-    if logs_to_wandb(cfg.logger):
+    # Only a run that logs to W&B sets it up (a process of its own, seconds a job) and closes its run.
+    loggers = [import_target(str(node["_target_"])) for _, node in entries(cfg, "logger") if builds(node)]
+    if any(isinstance(klass, type) and issubclass(klass, WandbLogger) for klass in loggers):
         choose_wandb_mode()
         quiet_wandb()
     threads = cfg.cpu_threads
