@@ -17,6 +17,7 @@ from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, NMIAverage
 from noisydml.metrics.engine import Backend, engine_record, install_conflict, resolve_engine
 from noisydml.metrics.evaluation import evaluate
 from noisydml.utils.checks import Rule, check_value
+from noisydml.utils.errors import BadInput
 
 RECALL_KS = Rule("metrics.recall_ks", int, 1, each=True, example="metrics.recall_ks=[1,2,4,8]")
 
@@ -84,6 +85,23 @@ class Evaluator:
         names += ["ncm_accuracy"] * bool(self.ncm_accuracy)
         names += [f"knn_accuracy@{self.knn_accuracy_k}"] * bool(self.knn_accuracy_k)
         return names
+
+    def check_sizes(self, train: int, candidates: dict[str, int]) -> None:
+        """Recall@K needs K candidates for each query of each split scored (``candidates``: split -> how
+        many a query has), and the k-NN vote's k at most the ``train`` training samples it votes with."""
+        ks = self.options["recall_ks"]
+        for split, count in candidates.items():
+            if ks and max(ks) > count:
+                raise BadInput(
+                    f"metrics.recall_ks=[{','.join(map(str, ks))}]: Recall@{max(ks)} needs more than the "
+                    f"{count} neighbours each {split} query has; use K up to {count}, e.g. "
+                    "metrics.recall_ks=[1,2,4,8]"
+                )
+        if (k := self.knn_accuracy_k) and k > train:
+            raise BadInput(
+                f"metrics.knn_accuracy_k={k}: the k-NN vote classifies a test item by its k nearest of the "
+                f"{train} training samples; use k up to {train}, e.g. metrics.knn_accuracy_k=5"
+            )
 
     def engine_record(self) -> dict:
         """The engine the metrics are computed with on this machine, as ``results.json`` records it

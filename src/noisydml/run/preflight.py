@@ -26,13 +26,12 @@ from noisydml.run.checks.library import (
     check_hardware,
     check_lengths,
     check_loss_lr,
-    check_metric_sizes,
     check_one_batch,
     check_optimization,
     check_precision,
     check_trainer,
 )
-from noisydml.run.checks.outcome import check_metrics, check_selection, check_trains
+from noisydml.run.checks.outcome import check_metrics, check_trains
 from noisydml.run.checks.walk import builds, entries, import_target
 from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir
@@ -89,9 +88,7 @@ def prepare(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str
     check_optimization(cfg, model)
     check_loss_lr(cfg, model.loss, datamodule.training_set(), choices)
     check_metrics(cfg, datamodule, model.metrics)
-    check_selection(cfg, datamodule, model.metrics)
     check_trains(cfg, model.has_parameters_to_train())
-    check_metric_sizes(datamodule, model.metrics)
     check_one_batch(model, datamodule, choices)
     check_precision(cfg, trainer, model, datamodule)
     return Prepared(checkpoint, datamodule, model)

@@ -204,17 +204,6 @@ def check_loss_lr(cfg: DictConfig, loss: Any, training_set: Any, choices: dict[s
         )
 
 
-def check_metric_sizes(datamodule: Any, evaluator: Any) -> None:
-    """The k-NN vote's k is at most the training samples it votes with."""
-    k = getattr(evaluator, "knn_accuracy_k", None)
-    reference = len(datamodule.train_set)
-    if k and k > reference:
-        raise BadInput(
-            f"metrics.knn_accuracy_k={k}: the k-NN vote classifies a test item by its k nearest of the "
-            f"{reference} training samples; use k up to {reference}, e.g. metrics.knn_accuracy_k=5"
-        )
-
-
 def check_lengths(cfg: DictConfig, datamodule: Any) -> None:
     """The Trainer's values that count batches, against the data's real number of batches: Lightning
     checks them only when it reaches them, after an epoch has trained, or rounds them to nothing."""

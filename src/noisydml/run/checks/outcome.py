@@ -18,6 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from noisydml.run.checks.walk import entries
 from noisydml.utils.errors import BadInput
 from noisydml.utils.metric_names import better
 from noisydml.utils.run_directory import DEBUG, EVALUATED, FINISHED, STOPPED, UNSELECTED
@@ -45,54 +46,6 @@ def check_trains(cfg: DictConfig, has_parameters_to_train: bool) -> None:
             "trainer.max_epochs=0 trains no step, but the backbone has weights to train: the untrained "
             "network would be recorded as the result; give trainer.max_epochs >= 1 (0 is for a backbone "
             "with nothing to train, e.g. backbone=identity)"
-        )
-
-
-def check_selection(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
-    """``optimized_metric`` names a validation metric the run computes, no callback watches the test
-    split, and a run with a validation split validates."""
-    metric = str(cfg.get("optimized_metric") or "")
-    names = [f"{VALIDATION}/{name}" for name in evaluator.names()]
-    stage = metric.split("/", 1)[0]
-    if stage != VALIDATION or metric not in names:
-        what = {
-            "test": (
-                "a test-split metric: selecting on it, or a sweeper optimising it, tunes on the test split"
-            ),
-            "train": "a training metric, of the noisy training labels, not a validation one",
-        }
-        reason = what.get(stage.split("_")[0], "not a validation metric this run computes")
-        close = difflib.get_close_matches(f"{VALIDATION}/{metric.split('/', 1)[-1]}", names, n=1)
-        hint = f"; e.g. optimized_metric={close[0] if close else names[0] if names else 'val/recall@1'}"
-        raise BadInput(f"optimized_metric={metric} is {reason}; choose one of: {', '.join(names)}{hint}")
-    for name, node in (cfg.get("callbacks") or {}).items():
-        monitor = str(node.get("monitor") or "") if isinstance(node, DictConfig) else ""
-        if monitor.split("/", 1)[0].startswith("test"):
-            raise BadInput(
-                f"callbacks.{name}.monitor={monitor} watches the test split, which would then choose the "
-                f"result; watch a validation metric, e.g. callbacks.{name}.monitor={metric}"
-            )
-        for flag in AT_TRAIN_EPOCH_END if monitor.startswith(f"{VALIDATION}/") else ():
-            if node.get(flag) is True and (when := _validation_not_at_epoch_end(cfg)):
-                raise BadInput(
-                    f"callbacks.{name}.{flag}=true reads {monitor} at each training epoch's end, but "
-                    f"validation runs {when}, so it would read a metric not yet logged, or a stale one; "
-                    f"drop callbacks.{name}.{flag} (it then acts after each validation)"
-                )
-        mode = node.get("mode") if monitor else None
-        if mode is not None and mode != better(monitor):
-            way = "falls" if better(monitor) == "min" else "rises"
-            raise BadInput(
-                f"callbacks.{name}.mode={mode} on {monitor}, which improves as it {way}, "
-                f"reads the worst epoch as the best; use callbacks.{name}.mode={better(monitor)}"
-            )
-    limit = OmegaConf.select(cfg, "trainer.limit_val_batches", default=None)
-    selects = (cfg.get("callbacks") or {}).get("select") is not None
-    if datamodule.val_set is not None and selects and limit is not None and limit == 0:
-        raise BadInput(
-            f"trainer.limit_val_batches={limit} runs no validation, so optimized_metric={metric} would "
-            "select nothing and the last epoch be tested as if selected; drop it, or train without a "
-            "validation split: data.val_fraction=0"
         )
 
 
@@ -160,31 +113,70 @@ def result_status(
 
 
 def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
-    """Recall@K can be scored on the splits the run scores, and every metric a callback or the checkpoint
-    selection watches (``optimized_metric``, an early stop's ``monitor``) is one the run logs."""
-    ks = evaluator.options["recall_ks"]
+    """The metrics can be scored on the data (:meth:`Evaluator.check_sizes`), and every metric the selection
+    or a callback watches is one the run logs when it is read: ``optimized_metric`` a validation metric the
+    run computes, no callback on the test split or on a validation metric at a training epoch's end where
+    validation runs otherwise, a callback's ``mode`` the way its metric improves; a run with a validation
+    split validates."""
     mask = datamodule.query_mask
     # A query's candidates: the gallery, or every other item (leave-one-out).
     candidates = {"test": int((~mask).sum()) if mask is not None else len(datamodule.splits.test) - 1}
     if datamodule.val_set is not None:
         candidates["validation"] = len(datamodule.val_set) - 1
-    for split, count in candidates.items():
-        if ks and max(ks) > count:
-            raise BadInput(
-                f"metrics.recall_ks=[{','.join(map(str, ks))}]: Recall@{max(ks)} needs more than the {count} "
-                f"neighbours each {split} query has; use K up to {count}, e.g. metrics.recall_ks=[1,2,4,8]"
-            )
-    stages = datamodule.validation_stages
+    evaluator.check_sizes(len(datamodule.train_set), candidates)
+    stages, metric = datamodule.validation_stages, str(cfg.get("optimized_metric") or "")
     logged = [f"{stage}/{name}" for stage in stages for name in evaluator.names()]
-    watched = {"optimized_metric": cfg.get("optimized_metric")}
-    for name, node in (cfg.get("callbacks") or {}).items():
-        if isinstance(node, DictConfig) and node.get("monitor"):
-            watched[f"callbacks.{name}.monitor"] = node.monitor
-    for key, metric in watched.items():
-        if metric and str(metric).split("/", 1)[0] in stages and metric not in logged:
-            close = difflib.get_close_matches(str(metric), logged, n=1)
+    callbacks = [
+        (key, node, str(node.get("monitor") or ""))
+        for key, node in entries(cfg, "callbacks")
+        if isinstance(node, DictConfig)
+    ]
+    for key, watched in [("optimized_metric", metric), *((f"{k}.monitor", m) for k, _, m in callbacks)]:
+        if watched and watched.split("/", 1)[0] in stages and watched not in logged:
+            close = difflib.get_close_matches(watched, logged, n=1)
             hint = f"; did you mean {key}={close[0]}?" if close else ""
             raise BadInput(
-                f"{key}={metric} is not a metric this run logs (it logs: {', '.join(logged) or 'none'}); "
+                f"{key}={watched} is not a metric this run logs (it logs: {', '.join(logged) or 'none'}); "
                 f"choose one of them{hint}"
             )
+    names = [f"{VALIDATION}/{name}" for name in evaluator.names()]
+    stage = metric.split("/", 1)[0]
+    if stage != VALIDATION or metric not in names:
+        what = {
+            "test": (
+                "a test-split metric: selecting on it, or a sweeper optimising it, tunes on the test split"
+            ),
+            "train": "a training metric, of the noisy training labels, not a validation one",
+        }
+        reason = what.get(stage.split("_")[0], "not a validation metric this run computes")
+        close = difflib.get_close_matches(f"{VALIDATION}/{metric.split('/', 1)[-1]}", names, n=1)
+        hint = f"; e.g. optimized_metric={close[0] if close else names[0] if names else 'val/recall@1'}"
+        raise BadInput(f"optimized_metric={metric} is {reason}; choose one of: {', '.join(names)}{hint}")
+    for key, node, monitor in callbacks:
+        if monitor.split("/", 1)[0].startswith("test"):
+            raise BadInput(
+                f"{key}.monitor={monitor} watches the test split, which would then choose the result; watch "
+                f"a validation metric, e.g. {key}.monitor={metric}"
+            )
+        for flag in AT_TRAIN_EPOCH_END if monitor.startswith(f"{VALIDATION}/") else ():
+            if node.get(flag) is True and (when := _validation_not_at_epoch_end(cfg)):
+                raise BadInput(
+                    f"{key}.{flag}=true reads {monitor} at each training epoch's end, but validation runs "
+                    f"{when}, so it would read a metric not yet logged, or a stale one; drop {key}.{flag} "
+                    "(it then acts after each validation)"
+                )
+        mode = node.get("mode") if monitor else None
+        if mode is not None and mode != better(monitor):
+            way = "falls" if better(monitor) == "min" else "rises"
+            raise BadInput(
+                f"{key}.mode={mode} on {monitor}, which improves as it {way}, reads the worst epoch as the "
+                f"best; use {key}.mode={better(monitor)}"
+            )
+    limit = OmegaConf.select(cfg, "trainer.limit_val_batches", default=None)
+    selects = (cfg.get("callbacks") or {}).get("select") is not None
+    if datamodule.val_set is not None and selects and limit is not None and limit == 0:
+        raise BadInput(
+            f"trainer.limit_val_batches={limit} runs no validation, so optimized_metric={metric} would "
+            "select nothing and the last epoch be tested as if selected; drop it, or train without a "
+            "validation split: data.val_fraction=0"
+        )
