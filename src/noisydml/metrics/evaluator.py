@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import get_args
 
 import numpy as np
 
@@ -20,6 +21,17 @@ from noisydml.utils.checks import Rule, check_value
 from noisydml.utils.errors import BadInput
 
 RECALL_KS = Rule("metrics.recall_ks", int, 1, each=True, example="metrics.recall_ks=[1,2,4,8]")
+# The options of the classification and clustering metrics, in the order the constructor checks them.
+RULES = (
+    Rule("metrics.knn_accuracy_k", int, 1, optional=True, example="metrics.knn_accuracy_k=5"),
+    Rule("metrics.nmi_seeds", int, 1, example="metrics.nmi_seeds=5"),
+    Rule("metrics.nmi_plus_factor", int, 1, optional=True, example="metrics.nmi_plus_factor=2"),
+    Rule("metrics.nmi_average", str, options=get_args(NMIAverage)),
+    Rule("metrics.kmeans_niter", int, 1, example="metrics.kmeans_niter=20"),
+    Rule("metrics.kmeans_restarts", int, 1, example="metrics.kmeans_restarts=5"),
+    Rule("metrics.kmeans_init", str, options=get_args(KMeansInit)),
+    RECALL_KS,
+)
 
 
 class Evaluator:
@@ -51,7 +63,9 @@ class Evaluator:
         backend: Backend = "auto",
         use_gpu: bool | None = None,
     ):
-        check_value(RECALL_KS, recall_ks)
+        values = (knn_accuracy_k, nmi_seeds, nmi_plus_factor, nmi_average, kmeans_niter, kmeans_restarts)
+        for rule, value in zip(RULES, (*values, kmeans_init, recall_ks), strict=True):
+            check_value(rule, value)
         try:
             resolve_engine(backend, use_gpu)
         except ValueError as error:

@@ -65,13 +65,6 @@ KEYS = (
     _rule("backbone.embedding_size", int, 1, eg=128),
     _rule("module.train_samples", int, 1, eg=1),
     _rule("module.loss_lr", float, 0, open_low=True, optional=True, eg="1e-2"),
-    _rule("metrics.knn_accuracy_k", int, 1, optional=True, eg=5),
-    _rule("metrics.nmi_seeds", int, 1, eg=5),
-    _rule("metrics.nmi_plus_factor", int, 1, optional=True, eg=2),
-    _rule("metrics.nmi_average", str, options=("arithmetic", "geometric")),
-    _rule("metrics.kmeans_niter", int, 1, eg=20),
-    _rule("metrics.kmeans_restarts", int, 1, eg=5),
-    _rule("metrics.kmeans_init", str, options=("random", "k-means++")),
     _rule("dataset.test_fraction", float, 0, 1, open_low=True, optional=True, eg=0.3),
     Rule("callbacks.checkpoint.every_n_epochs", int, 1, optional=True, example="every_n_epochs=1"),
     Rule(
