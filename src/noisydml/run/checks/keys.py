@@ -62,9 +62,6 @@ KEYS = (
     _rule("scheduler.milestones", int, 1, each=True, eg="[30]"),
     _rule("scheduler.gamma", float, 0, open_low=True, eg=0.5),
     _rule("scheduler.T_max", int, 1, eg=20),
-    _rule("backbone.embedding_size", int, 1, eg=128),
-    _rule("module.train_samples", int, 1, eg=1),
-    _rule("module.loss_lr", float, 0, open_low=True, optional=True, eg="1e-2"),
     _rule("dataset.test_fraction", float, 0, 1, open_low=True, optional=True, eg=0.3),
     Rule("callbacks.checkpoint.every_n_epochs", int, 1, optional=True, example="every_n_epochs=1"),
     Rule(
