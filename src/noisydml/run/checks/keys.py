@@ -23,7 +23,6 @@ def _rule(key: str, kind: type, low: float = -INF, high: float = INF, eg: object
 KEYS = (
     # numpy's and scikit-learn's seeds are below 2**32.
     _rule("seed", int, 0, 2**32, eg=0),
-    _rule("dataset.split_seed", int, 0, 2**32, optional=True, eg=0),
     _rule("cpu_threads", int, 1, optional=True, eg=1),
     _rule("resume", str, options=("auto", "never")),
     _rule("resume_from", str, options=("last", "previous")),
@@ -62,7 +61,6 @@ KEYS = (
     _rule("scheduler.milestones", int, 1, each=True, eg="[30]"),
     _rule("scheduler.gamma", float, 0, open_low=True, eg=0.5),
     _rule("scheduler.T_max", int, 1, eg=20),
-    _rule("dataset.test_fraction", float, 0, 1, open_low=True, optional=True, eg=0.3),
     Rule("callbacks.checkpoint.every_n_epochs", int, 1, optional=True, example="every_n_epochs=1"),
     Rule(
         "callbacks.checkpoint.every_n_train_steps", int, 1, optional=True, example="every_n_train_steps=500"
