@@ -61,10 +61,6 @@ KEYS = (
     _rule("scheduler.milestones", int, 1, each=True, eg="[30]"),
     _rule("scheduler.gamma", float, 0, open_low=True, eg=0.5),
     _rule("scheduler.T_max", int, 1, eg=20),
-    Rule("callbacks.checkpoint.every_n_epochs", int, 1, optional=True, example="every_n_epochs=1"),
-    Rule(
-        "callbacks.checkpoint.every_n_train_steps", int, 1, optional=True, example="every_n_train_steps=500"
-    ),
 )
 
 # Nodes that build an object, or are null: without ``_target_`` they would reach their consumer as a dict.
