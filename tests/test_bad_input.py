@@ -65,7 +65,11 @@ BAD_INPUTS = [
     (["seed=-1"], r"seed=-1 is outside \[0, 4294967296\)"),
     (["optimizer.lr=-1"], r"optimizer.lr=-1 must be > 0; e.g. optimizer.lr=1e-3"),
     (["optimizer.lr=0"], r"optimizer.lr=0 must be > 0"),
-    (["optimizer.weight_decay=-0.1"], r"optimizer.weight_decay=-0.1 must be >= 0"),
+    (
+        ["optimizer.weight_decay=-0.1"],
+        r"optimizer.weight_decay=-0.1 is refused by torch.optim.Adam \(Invalid weight_decay value: -0.1\); "
+        r"give a value it takes, e.g. its default, optimizer.weight_decay=0",
+    ),
     (["optimizer=sgd", "optimizer.momentum=1.5"], r"optimizer.momentum=1.5 is outside \[0, 1\)"),
     (
         ["+optimizer.lrr=0.1"],

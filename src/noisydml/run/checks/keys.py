@@ -55,9 +55,9 @@ KEYS = (
         options=("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true"),
     ),
     _rule("optimizer.lr", float, 0, open_low=True, eg="1e-3"),
-    _rule("optimizer.weight_decay", float, 0, optional=True, eg=0),
     _rule("optimizer.momentum", float, 0, 1, optional=True, eg=0.9),
-    _rule("optimizer.betas", float, 0, 1, optional=True, each=True, length=2, eg="[0.9,0.999]"),
+    # Two numbers: torch indexes them before checking, and checks their range, [0, 1), itself.
+    _rule("optimizer.betas", float, optional=True, each=True, length=2, eg="[0.9,0.999]"),
     _rule("scheduler.milestones", int, 1, each=True, eg="[30]"),
     _rule("scheduler.gamma", float, 0, open_low=True, eg=0.5),
     _rule("scheduler.T_max", int, 1, eg=20),
