@@ -79,8 +79,17 @@ BAD_INPUTS = [
     (["trainer.max_steps=0"], r"trainer.max_steps=0 must be -1 \(no limit\) or >= 1"),
     (["trainer.log_every_n_steps=0"], r"trainer.log_every_n_steps=0 must be >= 1"),
     (["trainer.check_val_every_n_epoch=0"], r"trainer.check_val_every_n_epoch=0 must be >= 1"),
-    (["trainer.precision=15"], r"trainer.precision=15 is not an option; use one of: 32-true"),
-    (["trainer.accelerator=quantum"], r"trainer.accelerator=quantum is not an option; use one of: auto, cpu"),
+    (
+        ["trainer.precision=15"],
+        r"trainer.precision=15 is refused by pytorch_lightning.Trainer \(Precision 15 is invalid. Allowed "
+        r"precision values: .*\); give a value it takes, or drop trainer.precision",
+    ),
+    (
+        ["trainer.accelerator=quantum"],
+        r"trainer.accelerator=quantum is refused by pytorch_lightning.Trainer \(You selected an invalid "
+        r"accelerator name: `accelerator='quantum'`. Available names are: auto, .*\); give a value it "
+        r"takes, e.g. its default, trainer.accelerator=auto",
+    ),
     (["data.P=1"], r"data.P=1 must be >= 2"),
     (["data.P=11"], r"data.P=11 .* 10 training classes"),
     (["data.K=1"], r"data.K=1 must be >= 2"),

@@ -23,7 +23,6 @@ from noisydml.loggers.wandb_mode import choose_wandb_mode
 from noisydml.run.checks.config import check_config
 from noisydml.run.checks.folders import check_paths
 from noisydml.run.checks.library import (
-    check_hardware,
     check_lengths,
     check_loss_lr,
     check_one_batch,
@@ -50,7 +49,6 @@ class Prepared:
 def prepare(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]) -> Prepared:
     """Check and build everything training needs, refusing bad input before the first step."""
     check_config(cfg, choices)
-    check_hardware(cfg)
     trainer = check_trainer(cfg)
     check_paths(resolved, run.path)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None

@@ -31,7 +31,6 @@ KEYS = (
     _rule("trainer.max_epochs", int, 0, eg=20),
     _rule("trainer.check_val_every_n_epoch", int, 1, optional=True, eg=5),
     _rule("trainer.log_every_n_steps", int, 1, eg=10),
-    _rule("trainer.num_nodes", int, 1, eg=1),
     _rule("trainer.accumulate_grad_batches", int, 1, eg=1),
     _rule(
         "trainer.enable_checkpointing",
@@ -48,12 +47,6 @@ KEYS = (
         why="Lightning skips clipping at a negative value without a word; null clips nothing",
     ),
     _rule("trainer.min_epochs", int, 0, optional=True, eg=1),
-    _rule("trainer.accelerator", str, options=("auto", "cpu", "gpu", "cuda", "mps", "tpu")),
-    _rule(
-        "trainer.precision",
-        str,
-        options=("32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true"),
-    ),
     _rule("optimizer.lr", float, 0, open_low=True, eg="1e-3"),
     _rule("optimizer.momentum", float, 0, 1, optional=True, eg=0.9),
     # Two numbers: torch indexes them before checking, and checks their range, [0, 1), itself.

@@ -1,10 +1,9 @@
 """What only building the parts can say, asked before the first step: the loss and the miner built from
 their nodes before the data are read, so that a constructor's refusal comes first (:func:`check_built`);
 the optimizer and the scheduler built on the model's parameters as Lightning will build them
-(:func:`check_optimization`), the Trainer built as the run
-builds it, so that Lightning resolves devices, accelerator, strategy, precision and its other flags
-against this machine now (:func:`check_trainer`, :func:`check_hardware`), and the first batch through the
-model in the run's precision (:func:`check_precision`).
+(:func:`check_optimization`), the Trainer built as the run builds it, so that Lightning resolves devices,
+accelerator, strategy, precision and its other flags against this machine now (:func:`check_trainer`),
+and the first batch through the model in the run's precision (:func:`check_precision`).
 
 A library's refusal is translated into one line naming the key, the value and a fix
 (:func:`library_error`): the key is found by building the object again without each key in turn.
@@ -114,7 +113,36 @@ def check_optimization(cfg: DictConfig, model: Any) -> None:
 
 def check_trainer(cfg: DictConfig) -> Any:
     """The Trainer as the run builds it (without loggers and callbacks), refused in one line naming the
-    key where Lightning refuses it here; return it, for its precision."""
+    key where Lightning refuses it here (an unknown accelerator or precision), and first what it would
+    take without a word or fail on deep in CUDA: a GPU this machine lacks, a process per device on a CPU's
+    cores, bf16 on a CPU while the run records 16-mixed; then nodes no cluster starts. Return it, for its
+    precision."""
+    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
+    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if accelerator in ("gpu", "cuda") and not gpus:
+        raise BadInput(
+            f"trainer.accelerator={accelerator} but torch finds no GPU on this machine; use "
+            "trainer.accelerator=cpu (or auto), or run on a GPU node"
+        )
+    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and gpus > 0)
+    if isinstance(devices, bool) or not (devices == "auto" or isinstance(devices, (int, ListConfig))):
+        raise BadInput(
+            f"trainer.devices={devices} is not a number of devices; e.g. trainer.devices=1 (or auto)"
+        )
+    if isinstance(devices, int) and devices != -1:
+        have = gpus if on_gpu else os.cpu_count() or 1
+        what = f"{gpus} GPU(s)" if on_gpu else f"{have} CPU cores (a process per device)"
+        if not 1 <= devices <= have:
+            raise BadInput(
+                f"trainer.devices={devices}: this machine has {what}; use trainer.devices=1, up to {have}"
+            )
+    precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
+    if not on_gpu and precision in ("16-mixed", "16"):
+        raise BadInput(
+            f"trainer.precision={precision} needs a GPU: on the CPU Lightning would run bf16-mixed instead; "
+            "use trainer.precision=32-true, or bf16-mixed"
+        )
 
     def build(node: DictConfig) -> Any:
         with quiet_lightning():
@@ -235,37 +263,6 @@ def check_lengths(cfg: DictConfig, datamodule: Any) -> None:
                 "use at least "
                 f"{1 / min(counts):.3g}, or a number of batches, e.g. trainer.{key}=1"
             )
-
-
-def check_hardware(cfg: DictConfig) -> None:
-    """The devices and precision asked for exist here: Lightning would otherwise start a process per
-    device on a CPU's cores, fail deep in CUDA, or run bf16 on a CPU while the run records 16-mixed."""
-    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
-    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if accelerator in ("gpu", "cuda") and not gpus:
-        raise BadInput(
-            f"trainer.accelerator={accelerator} but torch finds no GPU on this machine; use "
-            "trainer.accelerator=cpu (or auto), or run on a GPU node"
-        )
-    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and gpus > 0)
-    if isinstance(devices, bool) or not (devices == "auto" or isinstance(devices, (int, ListConfig))):
-        raise BadInput(
-            f"trainer.devices={devices} is not a number of devices; e.g. trainer.devices=1 (or auto)"
-        )
-    if isinstance(devices, int) and devices != -1:
-        have = gpus if on_gpu else os.cpu_count() or 1
-        what = f"{gpus} GPU(s)" if on_gpu else f"{have} CPU cores (a process per device)"
-        if not 1 <= devices <= have:
-            raise BadInput(
-                f"trainer.devices={devices}: this machine has {what}; use trainer.devices=1, up to {have}"
-            )
-    precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
-    if not on_gpu and precision in ("16-mixed", "16"):
-        raise BadInput(
-            f"trainer.precision={precision} needs a GPU: on the CPU Lightning would run bf16-mixed instead; "
-            "use trainer.precision=32-true, or bf16-mixed"
-        )
 
 
 def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> None:
