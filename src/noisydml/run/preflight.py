@@ -30,7 +30,7 @@ from noisydml.run.checks.library import (
     check_precision,
     check_trainer,
 )
-from noisydml.run.checks.outcome import check_metrics, check_trains
+from noisydml.run.checks.outcome import check_metrics
 from noisydml.run.checks.walk import builds, entries, import_target
 from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir
@@ -71,7 +71,6 @@ def prepare(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str
     )
     # Reads the data and draws the noisy labels now, so bad input fails before any training.
     datamodule.setup("fit")
-    check_lengths(cfg, datamodule)
     model = EmbeddingModule(
         backbone=instantiate(cfg.backbone),
         loss=instantiate(cfg.loss),
@@ -86,7 +85,7 @@ def prepare(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str
     check_optimization(cfg, model)
     check_loss_lr(cfg, model.loss, datamodule.training_set(), choices)
     check_metrics(cfg, datamodule, model.metrics)
-    check_trains(cfg, model.has_parameters_to_train())
+    check_lengths(cfg, datamodule, model.has_parameters_to_train())
     check_one_batch(model, datamodule, choices)
     check_precision(cfg, trainer, model, datamodule)
     return Prepared(checkpoint, datamodule, model)

@@ -232,10 +232,23 @@ def check_loss_lr(cfg: DictConfig, loss: Any, training_set: Any, choices: dict[s
         )
 
 
-def check_lengths(cfg: DictConfig, datamodule: Any) -> None:
-    """The Trainer's values that count batches, against the data's real number of batches: Lightning
-    checks them only when it reaches them, after an epoch has trained, or rounds them to nothing."""
+def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: bool) -> None:
+    """The Trainer's values that count epochs and batches, against the data's real number of batches: a
+    run that would train no step (its untrained network recorded as the result) or select on nothing,
+    and values Lightning checks only when it reaches them, after an epoch has trained, or rounds to none."""
     trainer = cfg.trainer
+    limit = trainer.get("limit_train_batches")
+    if limit is not None and not isinstance(limit, bool) and limit == 0:
+        raise BadInput(
+            f"trainer.limit_train_batches={limit} trains no step: the untrained network would be tested and "
+            "recorded as the result; drop it (data.batches_per_epoch=N shortens an epoch)"
+        )
+    if trainer.get("max_epochs") == 0 and has_parameters_to_train and not cfg.get("ckpt_path"):
+        raise BadInput(
+            "trainer.max_epochs=0 trains no step, but the backbone has weights to train: the untrained "
+            "network would be recorded as the result; give trainer.max_epochs >= 1 (0 is for a backbone "
+            "with nothing to train, e.g. backbone=identity)"
+        )
     train_batches = datamodule.sampler.batches_per_epoch
     val_batches = [
         math.ceil(len(dataset) / datamodule.eval_batch_size)
@@ -260,9 +273,16 @@ def check_lengths(cfg: DictConfig, datamodule: Any) -> None:
         if isinstance(limit, float) and 0 < limit < 1 and any(int(n * limit) == 0 for n in counts):
             raise BadInput(
                 f"trainer.{key}={limit} of {min(counts)} batch{'es' * (min(counts) != 1)} rounds to none; "
-                "use at least "
-                f"{1 / min(counts):.3g}, or a number of batches, e.g. trainer.{key}=1"
+                f"use at least {1 / min(counts):.3g}, or a number of batches, e.g. trainer.{key}=1"
             )
+    limit, metric = trainer.get("limit_val_batches"), cfg.get("optimized_metric") or ""
+    selects = (cfg.get("callbacks") or {}).get("select") is not None
+    if datamodule.val_set is not None and selects and limit is not None and limit == 0:
+        raise BadInput(
+            f"trainer.limit_val_batches={limit} runs no validation, so optimized_metric={metric} would "
+            "select nothing and the last epoch be tested as if selected; drop it, or train without a "
+            "validation split: data.val_fraction=0"
+        )
 
 
 def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> None:

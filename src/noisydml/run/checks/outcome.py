@@ -1,9 +1,9 @@
 """Only a real result is ``finished``.
 
-Refused before training: a run that would train no step (``trainer.limit_train_batches=0``, or
-``trainer.max_epochs=0`` with weights to train), that would select on nothing (``limit_val_batches=0``
-beside a validation split) and a selection metric that is not a validation metric the run produces
-(``optimized_metric=test/recall@1`` would select on the test split, ``train/loss`` on the noisy labels).
+Refused before training (:func:`check_metrics`): a selection metric that is not a validation metric the
+run produces (``optimized_metric=test/recall@1`` would select on the test split, ``train/loss`` on the
+noisy labels), and a callback that reads a metric where it is not logged. A run that would train no step
+or select on nothing is refused with the Trainer's other lengths (:mod:`~noisydml.run.checks.library`).
 
 Recorded with another status, which the report leaves out, saying why (:func:`result_status`): a run in a
 debug mode (``debug=``, Lightning's ``fast_dev_run``, ``overfit_batches``, ``limit_*_batches``), whose
@@ -30,23 +30,6 @@ LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches")
 # A callback's flag to act at the training epoch's end instead of after each validation (early stopping,
 # a checkpoint); Lightning's default, null, chooses by when validation runs.
 AT_TRAIN_EPOCH_END = ("check_on_train_epoch_end", "save_on_train_epoch_end")
-
-
-def check_trains(cfg: DictConfig, has_parameters_to_train: bool) -> None:
-    """Refuse a run that would train no step and record the untrained network as its result."""
-    limit = OmegaConf.select(cfg, "trainer.limit_train_batches", default=None)
-    if limit is not None and not isinstance(limit, bool) and limit == 0:
-        raise BadInput(
-            f"trainer.limit_train_batches={limit} trains no step: the untrained network would be tested and "
-            "recorded as the result; drop it (data.batches_per_epoch=N shortens an epoch)"
-        )
-    epochs = OmegaConf.select(cfg, "trainer.max_epochs", default=None)
-    if epochs == 0 and has_parameters_to_train and not cfg.get("ckpt_path"):
-        raise BadInput(
-            "trainer.max_epochs=0 trains no step, but the backbone has weights to train: the untrained "
-            "network would be recorded as the result; give trainer.max_epochs >= 1 (0 is for a backbone "
-            "with nothing to train, e.g. backbone=identity)"
-        )
 
 
 def _validation_not_at_epoch_end(cfg: DictConfig) -> str | None:
@@ -116,8 +99,7 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
     """The metrics can be scored on the data (:meth:`Evaluator.check_sizes`), and every metric the selection
     or a callback watches is one the run logs when it is read: ``optimized_metric`` a validation metric the
     run computes, no callback on the test split or on a validation metric at a training epoch's end where
-    validation runs otherwise, a callback's ``mode`` the way its metric improves; a run with a validation
-    split validates."""
+    validation runs otherwise, a callback's ``mode`` the way its metric improves."""
     mask = datamodule.query_mask
     # A query's candidates: the gallery, or every other item (leave-one-out).
     candidates = {"test": int((~mask).sum()) if mask is not None else len(datamodule.splits.test) - 1}
@@ -172,11 +154,3 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
                 f"{key}.mode={mode} on {monitor}, which improves as it {way}, reads the worst epoch as the "
                 f"best; use {key}.mode={better(monitor)}"
             )
-    limit = OmegaConf.select(cfg, "trainer.limit_val_batches", default=None)
-    selects = (cfg.get("callbacks") or {}).get("select") is not None
-    if datamodule.val_set is not None and selects and limit is not None and limit == 0:
-        raise BadInput(
-            f"trainer.limit_val_batches={limit} runs no validation, so optimized_metric={metric} would "
-            "select nothing and the last epoch be tested as if selected; drop it, or train without a "
-            "validation split: data.val_fraction=0"
-        )
