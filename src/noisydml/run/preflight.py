@@ -25,12 +25,12 @@ from noisydml.run.checks.folders import check_paths
 from noisydml.run.checks.library import (
     check_lengths,
     check_loss_lr,
+    check_metrics,
     check_one_batch,
     check_optimization,
     check_precision,
     check_trainer,
 )
-from noisydml.run.checks.outcome import check_metrics
 from noisydml.run.checks.walk import builds, entries, import_target
 from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir

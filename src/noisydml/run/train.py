@@ -36,11 +36,10 @@ from noisydml.loggers.run_fields import logged_config, summary_fields
 from noisydml.numerics import numerics_record
 from noisydml.run.checks.folders import check_output_dir, check_run_directory, check_run_folder, check_writers
 from noisydml.run.checks.library import build
-from noisydml.run.checks.outcome import result_status
 from noisydml.run.checks.walk import entries
 from noisydml.run.preflight import prepare
 from noisydml.run.results import format_metrics, format_selection, versions
-from noisydml.run.selection import test_selected, watched_callbacks
+from noisydml.run.selection import result_status, test_selected, watched_callbacks
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.atomic import atomic_write
 from noisydml.utils.errors import BadInput, DiskFull, no_space

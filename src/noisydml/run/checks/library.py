@@ -3,7 +3,8 @@ their nodes before the data are read, so that a constructor's refusal comes firs
 the optimizer and the scheduler built on the model's parameters as Lightning will build them
 (:func:`check_optimization`), the Trainer built as the run builds it, so that Lightning resolves devices,
 accelerator, strategy, precision and its other flags against this machine now (:func:`check_trainer`),
-and the first batch through the model in the run's precision (:func:`check_precision`).
+the metrics the selection and the callbacks watch against what the run logs (:func:`check_metrics`), and
+the first batch through the model in the run's precision (:func:`check_precision`).
 
 A library's refusal is translated into one line naming the key, the value and a fix
 (:func:`library_error`): the key is found by building the object again without each key in turn.
@@ -12,6 +13,7 @@ A library's refusal is translated into one line naming the key, the value and a 
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import os
 from collections.abc import Callable
@@ -26,14 +28,20 @@ from torch.utils.data import default_collate
 
 from noisydml.core.hooks import hooks_of
 from noisydml.run.checks.classes import parameter_default
-from noisydml.run.checks.walk import builds, import_target, raw, shown, target_nodes
+from noisydml.run.checks.walk import builds, entries, import_target, raw, shown, target_nodes
 from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
+from noisydml.utils.metric_names import better
 from noisydml.utils.quiet import quiet_lightning
 
 # The parts the run builds from a node of its own: built once here, before the data are read, so that
 # their constructors' checks refuse a value before anything costly (the data, the noise) is done.
 BUILT_EARLY = ("loss", "miner")
+# The validation stage the selection reads; test/, test_epoch/ and train/ are never selected on.
+VALIDATION = "val"
+# A callback's flag to act at the training epoch's end instead of after each validation (early stopping,
+# a checkpoint); Lightning's default, null, chooses by when validation runs.
+AT_TRAIN_EPOCH_END = ("check_on_train_epoch_end", "save_on_train_epoch_end")
 
 
 def check_built(cfg: DictConfig) -> None:
@@ -283,6 +291,78 @@ def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: boo
             "select nothing and the last epoch be tested as if selected; drop it, or train without a "
             "validation split: data.val_fraction=0"
         )
+
+
+def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
+    """The metrics can be scored on the data (:meth:`Evaluator.check_sizes`), and every metric the selection
+    or a callback watches is one the run logs when it is read: ``optimized_metric`` a validation metric the
+    run computes, no callback on the test split or on a validation metric at a training epoch's end where
+    validation runs otherwise, a callback's ``mode`` the way its metric improves."""
+    mask = datamodule.query_mask
+    # A query's candidates: the gallery, or every other item (leave-one-out).
+    candidates = {"test": int((~mask).sum()) if mask is not None else len(datamodule.splits.test) - 1}
+    if datamodule.val_set is not None:
+        candidates["validation"] = len(datamodule.val_set) - 1
+    evaluator.check_sizes(len(datamodule.train_set), candidates)
+    stages, metric = datamodule.validation_stages, str(cfg.get("optimized_metric") or "")
+    logged = [f"{stage}/{name}" for stage in stages for name in evaluator.names()]
+    callbacks = [
+        (key, node, str(node.get("monitor") or ""))
+        for key, node in entries(cfg, "callbacks")
+        if isinstance(node, DictConfig)
+    ]
+    for key, watched in [("optimized_metric", metric), *((f"{k}.monitor", m) for k, _, m in callbacks)]:
+        if watched and watched.split("/", 1)[0] in stages and watched not in logged:
+            close = difflib.get_close_matches(watched, logged, n=1)
+            hint = f"; did you mean {key}={close[0]}?" if close else ""
+            raise BadInput(
+                f"{key}={watched} is not a metric this run logs (it logs: {', '.join(logged) or 'none'}); "
+                f"choose one of them{hint}"
+            )
+    names = [f"{VALIDATION}/{name}" for name in evaluator.names()]
+    stage = metric.split("/", 1)[0]
+    if stage != VALIDATION or metric not in names:
+        what = {
+            "test": (
+                "a test-split metric: selecting on it, or a sweeper optimising it, tunes on the test split"
+            ),
+            "train": "a training metric, of the noisy training labels, not a validation one",
+        }
+        reason = what.get(stage.split("_")[0], "not a validation metric this run computes")
+        close = difflib.get_close_matches(f"{VALIDATION}/{metric.split('/', 1)[-1]}", names, n=1)
+        hint = f"; e.g. optimized_metric={close[0] if close else names[0] if names else 'val/recall@1'}"
+        raise BadInput(f"optimized_metric={metric} is {reason}; choose one of: {', '.join(names)}{hint}")
+    for key, node, monitor in callbacks:
+        if monitor.split("/", 1)[0].startswith("test"):
+            raise BadInput(
+                f"{key}.monitor={monitor} watches the test split, which would then choose the result; watch "
+                f"a validation metric, e.g. {key}.monitor={metric}"
+            )
+        for flag in AT_TRAIN_EPOCH_END if monitor.startswith(f"{VALIDATION}/") else ():
+            if node.get(flag) is True and (when := _validation_not_at_epoch_end(cfg)):
+                raise BadInput(
+                    f"{key}.{flag}=true reads {monitor} at each training epoch's end, but validation runs "
+                    f"{when}, so it would read a metric not yet logged, or a stale one; drop {key}.{flag} "
+                    "(it then acts after each validation)"
+                )
+        mode = node.get("mode") if monitor else None
+        if mode is not None and mode != better(monitor):
+            way = "falls" if better(monitor) == "min" else "rises"
+            raise BadInput(
+                f"{key}.mode={mode} on {monitor}, which improves as it {way}, reads the worst epoch as the "
+                f"best; use {key}.mode={better(monitor)}"
+            )
+
+
+def _validation_not_at_epoch_end(cfg: DictConfig) -> str | None:
+    """When validation runs, where that is not once at each training epoch's end; None where it is."""
+    every = OmegaConf.select(cfg, "trainer.check_val_every_n_epoch", default=1)
+    interval = OmegaConf.select(cfg, "trainer.val_check_interval", default=None)
+    if every != 1:
+        return f"every {every} epochs (trainer.check_val_every_n_epoch={every})" if every else "by steps"
+    if interval is not None and not (isinstance(interval, float) and interval == 1.0):
+        return f"at trainer.val_check_interval={interval}"
+    return None
 
 
 def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> None:
