@@ -1,5 +1,5 @@
-"""What a run's ``results.json`` holds beside its metrics (versions), how two runs' configs differ, and
-the table printed at the end. The files themselves are named by :mod:`noisydml.utils.run_directory`."""
+"""What a run's ``results.json`` holds beside its metrics (versions), and the table printed at the end. The
+files themselves are named by :mod:`noisydml.utils.run_directory`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import math
 import platform
 import subprocess
 from pathlib import Path
-
-from noisydml.run.checks.walk import leaves
 
 PACKAGES = (
     "noisydml",
@@ -55,39 +53,6 @@ def _git_commit() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return out.stdout.strip() if out.returncode == 0 else "unknown"
-
-
-# Keys that change how a run is watched or where files live, not what it computes.
-NOT_IDENTITY = (
-    "resume",
-    "resume_from",
-    "logger",
-    "paths",
-    "trainer.enable_progress_bar",
-    "trainer.plugins",
-    "callbacks",
-)
-
-
-def config_differences(old: dict, new: dict) -> list[str]:
-    """Dotted keys whose values differ between two resolved configs, ignoring ``NOT_IDENTITY``; a value
-    on one side where the other has a mapping (``scheduler: null`` against a scheduler) differs at its key.
-
-    A key that only one of them has is an option added to (or removed from) the project since the
-    older run, whose default keeps the old behaviour: not a difference, so a sweep re-run after an
-    update still skips the jobs it finished. A run from before ``numerics`` existed computed natively."""
-    a, b = (dict(leaves(config)) for config in ({"numerics": "native", **old}, new))
-    below = {
-        key for x, y in ((a, b), (b, a)) for key in x.keys() - y.keys() if x[key] != {} and _holds(y, key)
-    }
-    differences = below | {key for key in a.keys() & b.keys() if a[key] != b[key]}
-    ignored = tuple(f"{key}." for key in NOT_IDENTITY)
-    kept = (key for key in differences if key not in NOT_IDENTITY and not key.startswith(ignored))
-    return sorted(kept, key=lambda key: key.split("."))
-
-
-def _holds(flat: dict, key: str) -> bool:
-    return any(other.startswith(f"{key}.") for other in flat)
 
 
 def format_metrics(metrics: dict[str, float]) -> str:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from noisydml.run.checks.walk import ABSENT, leaves
-from noisydml.run.results import config_differences
 from noisydml.utils.checks import check_writable
 from noisydml.utils.errors import BadInput
 from noisydml.utils.run_directory import RunDir, is_run, run_holding
@@ -143,6 +142,39 @@ def _run_below(path: Path) -> Path | None:
 def _remove_if_empty(path: Path) -> None:
     with contextlib.suppress(OSError):
         path.rmdir()
+
+
+# Keys that change how a run is watched or where files live, not what it computes.
+NOT_IDENTITY = (
+    "resume",
+    "resume_from",
+    "logger",
+    "paths",
+    "trainer.enable_progress_bar",
+    "trainer.plugins",
+    "callbacks",
+)
+
+
+def config_differences(old: dict, new: dict) -> list[str]:
+    """Dotted keys whose values differ between two resolved configs, ignoring ``NOT_IDENTITY``; a value
+    on one side where the other has a mapping (``scheduler: null`` against a scheduler) differs at its key.
+
+    A key that only one of them has is an option added to (or removed from) the project since the
+    older run, whose default keeps the old behaviour: not a difference, so a sweep re-run after an
+    update still skips the jobs it finished. A run from before ``numerics`` existed computed natively."""
+    a, b = (dict(leaves(config)) for config in ({"numerics": "native", **old}, new))
+    below = {
+        key for x, y in ((a, b), (b, a)) for key in x.keys() - y.keys() if x[key] != {} and _holds(y, key)
+    }
+    differences = below | {key for key in a.keys() & b.keys() if a[key] != b[key]}
+    ignored = tuple(f"{key}." for key in NOT_IDENTITY)
+    kept = (key for key in differences if key not in NOT_IDENTITY and not key.startswith(ignored))
+    return sorted(kept, key=lambda key: key.split("."))
+
+
+def _holds(flat: dict, key: str) -> bool:
+    return any(other.startswith(f"{key}.") for other in flat)
 
 
 def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None:
