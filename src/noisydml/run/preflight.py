@@ -7,7 +7,6 @@ copies."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +35,12 @@ from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """What training starts from: the checkpoint to resume (None: from the start), the data module with
-    its noisy labels drawn, and the model, which has passed one batch."""
-
-    checkpoint: Path | None
-    datamodule: Any
-    model: EmbeddingModule
-
-
-def prepare(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]) -> Prepared:
-    """Check and build everything training needs, refusing bad input before the first step."""
+def prepare(
+    cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]
+) -> tuple[Path | None, Any, EmbeddingModule]:
+    """Check and build everything training needs, refusing bad input before the first step: return the
+    checkpoint to resume (None: from the start), the data module with its noisy labels drawn, and the
+    model, which has passed one batch."""
     check_config(cfg, choices)
     trainer = check_trainer(cfg)
     check_paths(resolved, run.path)
@@ -88,4 +81,4 @@ def prepare(cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str
     check_lengths(cfg, datamodule, model.has_parameters_to_train())
     check_one_batch(model, datamodule, choices)
     check_precision(cfg, trainer, model, datamodule)
-    return Prepared(checkpoint, datamodule, model)
+    return checkpoint, datamodule, model

@@ -7,6 +7,7 @@ traceback in ``error.log``) or interrupted (with the command that continues it).
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -54,21 +55,14 @@ silence_known_noise()
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run one experiment described by a composed config; return its metrics (test and validation)."""
     run = RunDir(cfg.paths.output_dir)
-    if rank_zero_only.rank != 0:
-        # Rank 0 holds the folder for the processes of its run.
+    # Rank 0 holds the folder for the processes of its run. Nothing, not even the lock, is written into a
+    # folder before it is known to lie in no other run's (a sweep's job, in its sweep's folder).
+    if zero := rank_zero_only.rank == 0:
+        multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+        check_run_folder(run, Path(HydraConfig.get().sweep.dir) if multirun else None)
+        check_output_dir(run.path)
+    with run_lock(run) if zero else contextlib.nullcontext():
         return _train_in(cfg, run)
-    # Nothing, not even the lock, is written into a folder before it is known to lie in no other run's.
-    check_run_folder(run, _sweep_folder())
-    check_output_dir(run.path)
-    with run_lock(run):
-        return _train_in(cfg, run)
-
-
-def _sweep_folder() -> Path | None:
-    """The sweep folder of a sweep's job; None for a single run."""
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return None
-    return Path(HydraConfig.get().sweep.dir)
 
 
 def _train_in(cfg: DictConfig, run: RunDir) -> dict[str, float]:
@@ -254,8 +248,7 @@ def _build(
     cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str], requeue: RequeueAtStepEnd
 ) -> tuple:
     """The checkpoint to continue from, the data, the model and the trainer with its loggers and callbacks."""
-    prepared = prepare(cfg, run, resolved, choices)
-    checkpoint, datamodule, model = prepared.checkpoint, prepared.datamodule, prepared.model
+    checkpoint, datamodule, model = prepare(cfg, run, resolved, choices)
     history = []
     if rank_zero_only.rank == 0:
         # The history of a resumed run continues after its checkpoint; a run started over has none.
