@@ -35,7 +35,7 @@ from noisydml.loggers.resumable_csv import ResumableCSVLogger, keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
 from noisydml.numerics import numerics_record
-from noisydml.run.checks.folders import check_output_dir, check_run_directory, check_run_folder, check_writers
+from noisydml.run.checks.folders import check_run_directory, check_run_folder, check_writers
 from noisydml.run.checks.library import build
 from noisydml.run.checks.walk import entries
 from noisydml.run.preflight import prepare
@@ -60,7 +60,6 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if zero := rank_zero_only.rank == 0:
         multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
         check_run_folder(run, Path(HydraConfig.get().sweep.dir) if multirun else None)
-        check_output_dir(run.path)
     with run_lock(run) if zero else contextlib.nullcontext():
         return _train_in(cfg, run)
 

@@ -28,7 +28,7 @@ DEPTH = 4
 def check_run_folder(run: RunDir, sweep: Path | None = None) -> None:
     """The run directory, as :func:`check_folder_argument` checks it, and a sweep job's inside its sweep's
     folder (``hydra.sweep.subdir=../..`` would put it elsewhere); the empty folder Hydra made for a refused
-    one is removed, so the other run is left as it was found."""
+    one is removed, so the other run is left as it was found. Then it can be created and written."""
     try:
         check_folder_argument("hydra.run.dir", run.path)
         if sweep is not None and sweep.resolve() not in run.path.resolve().parents:
@@ -38,8 +38,10 @@ def check_run_folder(run: RunDir, sweep: Path | None = None) -> None:
                 "hydra.sweep.subdir=${hydra.job.num}"
             )
     except BadInput:
-        _remove_if_empty(run.path.resolve())
+        with contextlib.suppress(OSError):
+            run.path.resolve().rmdir()
         raise
+    check_writable(run.path, "paths.output_dir", "hydra.run.dir=... (or hydra.sweep.dir=...)")
 
 
 def check_folder_argument(key: str, folder: Path) -> None:
@@ -139,11 +141,6 @@ def _run_below(path: Path) -> Path | None:
     return None
 
 
-def _remove_if_empty(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.rmdir()
-
-
 # Keys that change how a run is watched or where files live, not what it computes.
 NOT_IDENTITY = (
     "resume",
@@ -210,8 +207,3 @@ def _change(old: dict, new: dict, key: str) -> str:
         for config in (old, new)
     )
     return f"{key}: {there} there, {here} here"
-
-
-def check_output_dir(path: Path) -> None:
-    """The run directory can be created and written."""
-    check_writable(path, "paths.output_dir", "hydra.run.dir=... (or hydra.sweep.dir=...)")
