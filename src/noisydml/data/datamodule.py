@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytorch_lightning as pl
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate
 from torch.utils.data.distributed import DistributedSampler
 
 from noisydml.core.hooks import TrainingSet
@@ -335,6 +335,13 @@ class MetricDataModule(pl.LightningDataModule):
             batches_per_epoch=self.sampler.batches_per_epoch,
             unlabeled=self.unlabeled_set,
         )
+
+    def first_batch(self) -> tuple:
+        """K samples of each of the first P classes of the training set, as the sampler draws a batch."""
+        labels = self.train_set.labels
+        classes = sorted(set(labels.tolist()))[: self.P]
+        positions = [p for c in classes for p in (labels == c).nonzero()[0][: self.K]]
+        return default_collate([self.train_set[int(p)] for p in positions])
 
     def reference_dataloader(self) -> DataLoader:
         """The samples trained on, with the test transform and their observed class ids.

@@ -24,7 +24,6 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
-from torch.utils.data import default_collate
 
 from noisydml.core.hooks import hooks_of
 from noisydml.run.checks.classes import parameter_default
@@ -177,7 +176,7 @@ def check_precision(cfg: DictConfig, trainer: Any, model: Any, datamodule: Any) 
     precision = str(cfg.trainer.get("precision", "32-true"))
     if precision in ("32", "32-true"):
         return
-    batch, training_set = first_batch(datamodule), datamodule.training_set()
+    batch, training_set = datamodule.first_batch(), datamodule.training_set()
     plugin = trainer.precision_plugin
     trial = plugin.convert_module(copy.deepcopy(model))
     hooks_of(trial.loss).setup(training_set)
@@ -208,17 +207,6 @@ def check_precision(cfg: DictConfig, trainer: Any, model: Any, datamodule: Any) 
             "(float16's range and resolution are too small for this model and optimizer); use "
             "trainer.precision=32-true, or bf16-mixed"
         )
-
-
-def first_batch(datamodule: Any) -> tuple:
-    """K samples of each of the first P classes of the training set, as the sampler draws a batch."""
-    labels = datamodule.train_set.labels
-    positions = [
-        p
-        for c in sorted(set(labels.tolist()))[: datamodule.P]
-        for p in (labels == c).nonzero()[0][: datamodule.K]
-    ]
-    return default_collate([datamodule.train_set[int(p)] for p in positions])
 
 
 def check_loss_lr(cfg: DictConfig, loss: Any, training_set: Any, choices: dict[str, str]) -> None:
@@ -368,7 +356,7 @@ def _validation_not_at_epoch_end(cfg: DictConfig) -> str | None:
 def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> None:
     """One batch of K samples of P classes through the backbone, then through the training step's hook
     sequence (:meth:`EmbeddingModule.dry_run_step`), without changing what training then draws or learns."""
-    x, y, indices = first_batch(datamodule)
+    x, y, indices = datamodule.first_batch()
     if torch.is_floating_point(x) and not torch.isfinite(x).all():
         bad = indices[~torch.isfinite(x.flatten(1)).all(1)].tolist()
         raise BadInput(
