@@ -1,9 +1,7 @@
-"""Pre-flight: everything a run needs is checked and built here, before the first training step, cheapest
-first; bad input is refused with the key, the value and the fix (:mod:`noisydml.run.checks`). The config
-(:mod:`~noisydml.run.checks.config`), the machine, the Trainer and the folders the run writes; the
-checkpoint to resume from; the data module with its noisy labels drawn (the noise model checks its rate)
-and the model; then one batch through the training step's hook sequence, in the run's precision, on
-copies."""
+"""Pre-flight: everything a run needs is checked (:mod:`noisydml.run.checks`) and built here, cheapest first,
+before the first training step: the config, the machine and the Trainer, the folders the run writes, the
+checkpoint to resume from, the data module with its noisy labels drawn and the model, then one batch
+through the training step's hook sequence, in the run's precision, on copies."""
 
 from __future__ import annotations
 

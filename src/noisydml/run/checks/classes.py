@@ -183,8 +183,9 @@ def _check_ranges(path: str, node: DictConfig, target: Any) -> None:
             if similarity is None:
                 continue
             declared = declared.similarity if similarity else declared.distance
-        key = f"{path}.{name}"
-        check_value(declared.at(key, _example(target, name, key)), node[name])
+        # The fix: the value the class takes when the key is not given.
+        key, default = f"{path}.{name}", parameter_default(target, name)
+        check_value(declared.at(key, f"{key}={default if default is not None else '...'}"), node[name])
 
 
 def _check_orders(path: str, node: DictConfig, target: Any) -> None:
@@ -269,12 +270,6 @@ def _compares_similarities(node: DictConfig, target: type) -> bool | None:
         return isinstance(target.get_default_distance(None), similarity)
     except Exception:
         return None
-
-
-def _example(target: type, name: str, key: str) -> str:
-    """``key=<the class's default>``, the value the class takes when the key is not given."""
-    default = parameter_default(target, name)
-    return f"{key}={default if default is not None else '...'}"
 
 
 # --- Options ------------------------------------------------------------------------------------------

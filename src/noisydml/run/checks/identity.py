@@ -1,16 +1,12 @@
 """A run's identity is what ran: an experiment's labels (``name``, ``report.figure``, ``report.dataset``)
-describe the data set, classes, label map, noise and method its file composes, so a run that changes one
-of those is refused under them (:func:`check_identity`).
+describe what its file composes, so a run that departs from it is refused under them (:func:`check_identity`)
+unless it carries labels of its own (``name=`` and ``report.figure=``), which file it elsewhere.
 
-What an experiment fixes is read from the experiment composed alone (``experiment=<x>``, nothing else):
-the options of :data:`IDENTITY_GROUPS`; of the data set, the keys its class says decide which samples
-train and test under which labels (``split_keys``: a digits split, its training digits, a label map);
-every key of :data:`IDENTITY_SECTIONS` (the noise, the method's loss, miner and backbone, a label filter,
-hidden labels, the report's labels); and what its own sweep varies (``hydra.sweeper.params`` and its
-``grids``: ``method``, ``noise.rate``, ``seed``) takes the sweep's values, or the values its tuning
-declares (``tune.at``, and the keys ``tune.space`` searches for the run's method). A run that departs
-from it on anything else is refused, unless it is given labels of its own (``name=`` and
-``report.figure=``), which files it elsewhere.
+What the experiment fixes is read from it composed alone (``experiment=<x>``): the options of
+:data:`IDENTITY_GROUPS`, the data set's ``split_keys`` (a digits split, its training digits, a label map) and
+every key of :data:`IDENTITY_SECTIONS`; what its sweep varies (``hydra.sweeper.params`` and ``grids``) takes
+the sweep's values, or those its tuning declares (``tune.at``, and the keys ``tune.space`` searches for the
+run's method).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""What only building the parts can say, asked before the first step: the loss and the miner built from
-their nodes before the data are read, so that a constructor's refusal comes first (:func:`check_built`);
-the optimizer and the scheduler built on the model's parameters as Lightning will build them
-(:func:`check_optimization`), the Trainer built as the run builds it, so that Lightning resolves devices,
-accelerator, strategy, precision and its other flags against this machine now (:func:`check_trainer`),
-the metrics the selection and the callbacks watch against what the run logs (:func:`check_metrics`), and
-the first batch through the model in the run's precision (:func:`check_precision`).
-
-A library's refusal is translated into one line naming the key, the value and a fix
-(:func:`library_error`): the key is found by building the object again without each key in turn.
+"""What only building the parts can say, asked before the first step: each part built as the run builds
+it, the loss and the miner before the data are read (:func:`check_built`), the optimizer, the scheduler and
+the Trainer against this machine, then the data and the model against each other. A library's refusal is
+one line naming the key, the value and a fix (:func:`library_error`: the key is found by building the
+object again without each key in turn).
 """
 
 from __future__ import annotations
