@@ -70,9 +70,6 @@ def made(key: str, node: DictConfig, make: Callable[[DictConfig], Any]) -> Any:
         raise library_error(key, node, make, error) from error
 
 
-# --- Library errors -----------------------------------------------------------------------------------
-
-
 def library_error(
     key: str, node: DictConfig, build: Callable[[DictConfig], Any], error: Exception
 ) -> BadInput:
@@ -99,9 +96,6 @@ def library_error(
             f"value it takes, {fix}"
         )
     return BadInput(f"{key} ({target}) cannot be built with its keys: {reason}; change the key it names")
-
-
-# --- Optimizer, scheduler, trainer --------------------------------------------------------------------
 
 
 def check_optimization(cfg: DictConfig, model: Any) -> None:
