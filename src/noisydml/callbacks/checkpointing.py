@@ -92,6 +92,13 @@ class ResumableCheckpoint(ModelCheckpoint):
             trainer.save_checkpoint(Path(self.dirpath) / LAST, weights_only=False)
 
 
+def checkpoint_step(checkpoint: Path | None) -> int:
+    """The global step a run resumed from ``checkpoint`` continues after; 0 from the start (None)."""
+    if checkpoint is None:
+        return 0
+    return int(torch.load(checkpoint, map_location="cpu", weights_only=True)["global_step"])
+
+
 def resume_checkpoint(run_dir: Path, which: str = "last") -> Path | None:
     """The checkpoint a run in ``run_dir`` resumes from (``which``: ``last`` or ``previous``), None when
     there is none; refuses one that cannot be read, naming the fix."""

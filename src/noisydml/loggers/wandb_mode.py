@@ -1,9 +1,11 @@
-"""W&B runs offline unless the user has set W&B up; a job never stops at a login prompt."""
+"""W&B runs offline unless the user has set W&B up; a job never stops at a login prompt, and closes its W&B
+run when it ends."""
 
 from __future__ import annotations
 
 import netrc
 import os
+import sys
 from pathlib import Path
 
 WANDB_HOST = "api.wandb.ai"
@@ -28,3 +30,11 @@ def _has_credentials() -> bool:
         return netrc.netrc(path).authenticators(WANDB_HOST) is not None
     except (FileNotFoundError, netrc.NetrcParseError, PermissionError):
         return False
+
+
+def finish_wandb() -> None:
+    """Close the W&B run so the next job of a multirun starts its own (a run that logs to W&B has
+    imported it)."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish()

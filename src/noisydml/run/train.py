@@ -27,13 +27,14 @@ from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from noisydml.callbacks.checkpointing import ValidateLastEpoch
+from noisydml.callbacks.checkpointing import ValidateLastEpoch, checkpoint_step
 from noisydml.callbacks.divergence import DivergenceWarning
 from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_bar
 from noisydml.callbacks.requeue import RequeueAtStepEnd
 from noisydml.loggers.resumable_csv import ResumableCSVLogger, keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
+from noisydml.loggers.wandb_mode import finish_wandb
 from noisydml.numerics import numerics_record
 from noisydml.run.checks.folders import check_run_directory, check_run_folder, check_writers
 from noisydml.run.checks.library import build
@@ -159,7 +160,7 @@ def _train(
     try:
         checkpoint, datamodule, model, trainer = _build(cfg, run, resolved, record["choices"], requeue)
     except Exception as error:
-        _finish_wandb()
+        finish_wandb()
         if isinstance(error, BadInput):
             raise
         # Anything that stops a run before its first step is the input's: one line, the traceback in
@@ -190,7 +191,7 @@ def _train(
         _log_summary(trainer, summary_fields(ended, wall_time_s=time.perf_counter() - started))
         raise
     finally:
-        _finish_wandb()
+        finish_wandb()
 
     if not trainer.is_global_zero:
         return metrics
@@ -251,7 +252,7 @@ def _build(
     history = []
     if rank_zero_only.rank == 0:
         # The history of a resumed run continues after its checkpoint; a run started over has none.
-        history = keep_rows_before(run.metrics_csv, _global_step(checkpoint))
+        history = keep_rows_before(run.metrics_csv, checkpoint_step(checkpoint))
     # A resumed run continues its W&B run (WandbLogger resumes an id it is given).
     wandb_id = {"id": run.wandb_id()} if checkpoint is not None and run.wandb_id() else {}
     chosen = {key: node for key, node in entries(cfg, "logger") if node is not None}
@@ -358,17 +359,3 @@ def _log_summary(trainer, fields: dict) -> None:
     for logger in trainer.loggers:
         if hasattr(logger, "log_summary"):
             logger.log_summary(fields)
-
-
-def _global_step(checkpoint) -> int:
-    if checkpoint is None:
-        return 0
-    return int(torch.load(checkpoint, map_location="cpu", weights_only=True)["global_step"])
-
-
-def _finish_wandb() -> None:
-    """Close the W&B run so the next job of a multirun starts its own (a run that logs to W&B has
-    imported it)."""
-    wandb = sys.modules.get("wandb")
-    if wandb is not None and wandb.run is not None:
-        wandb.finish()
