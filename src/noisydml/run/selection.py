@@ -28,24 +28,16 @@ LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches")
 
 
 def watched_callbacks(callbacks: list[Callback], stages: list[str]) -> list[Callback]:
-    """The callbacks whose monitored metric some validation loader logs.
-
-    Without a validation split there is nothing to select on: the checkpoint selection is dropped and
-    the last epoch is tested, as before validation splits existed. Any other callback watching a metric
-    no loader logs (early stopping) is an error, not silently idle.
-    """
-    kept = []
-    for callback in callbacks:
-        monitor = getattr(callback, "monitor", None)
-        if monitor is None or monitor.split("/", 1)[0] in stages:
-            kept.append(callback)
-        elif not isinstance(callback, ModelCheckpoint):
-            raise ValueError(
-                f"{type(callback).__name__} monitors {monitor}, which no validation loader logs (they log: "
-                f"{', '.join(stages) or 'nothing, data.val_fraction=0'}); set data.val_fraction > 0 for val/ "
-                "metrics, or remove the callback"
-            )
-    return kept
+    """The callbacks less a checkpoint selection on a metric no validation loader logs: without a validation
+    split there is nothing to select on, and the last epoch is tested, as before validation splits existed
+    (another callback on such a metric is refused before training, by ``check_metrics``)."""
+    return [
+        callback
+        for callback in callbacks
+        if not isinstance(callback, ModelCheckpoint)
+        or callback.monitor is None
+        or callback.monitor.split("/", 1)[0] in stages
+    ]
 
 
 def test_selected(

@@ -19,6 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from pytorch_lightning.callbacks import ModelCheckpoint
 
 from noisydml.core.hooks import hooks_of
 from noisydml.run.checks.classes import parameter_default
@@ -328,6 +329,15 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
             raise BadInput(
                 f"{key}.mode={mode} on {monitor}, which improves as it {way}, reads the worst epoch as the "
                 f"best; use {key}.mode={better(monitor)}"
+            )
+        # A checkpoint selection on a split no loader logs is dropped (selection.watched_callbacks).
+        klass = import_target(str(node.get("_target_")))
+        selection = isinstance(klass, type) and issubclass(klass, ModelCheckpoint)
+        if monitor and monitor.split("/", 1)[0] not in stages and not selection:
+            raise BadInput(
+                f"{str(node.get('_target_')).rsplit('.', 1)[-1]} monitors {monitor}, which no validation "
+                f"loader logs (they log: {', '.join(stages) or 'nothing, data.val_fraction=0'}); set "
+                "data.val_fraction > 0 for val/ metrics, or remove the callback"
             )
 
 
