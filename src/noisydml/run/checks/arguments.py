@@ -30,9 +30,8 @@ NAME_MAX = 255
 
 
 def check_arguments(argv: list[str]) -> None:
-    """What Hydra would refuse with a traceback or a list, or accept and fail on later, refused in one line
-    before it starts: an override it cannot parse, an unknown group option (with the closest one), a
-    ``name=`` too long for a folder, a run or sweep folder that cannot be written."""
+    """The overrides (the module's list but a search's), refused in one line before Hydra starts, where it
+    would refuse them with a traceback or a list, or accept them and fail later."""
     parser = OverridesParser.create()
     sweep = any(a in SWEEP_FLAGS for a in argv)
     # The longest "key=value" of each override a sweep job's folder is named by (conf/hydra/default.yaml).

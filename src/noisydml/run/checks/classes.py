@@ -272,9 +272,6 @@ def _compares_similarities(node: DictConfig, target: type) -> bool | None:
         return None
 
 
-# --- Options ------------------------------------------------------------------------------------------
-
-
 def _check_keys(path: str, node: Any, target: Any, name: str) -> None:
     accepted = _parameters(target)
     if accepted is None:
@@ -321,14 +318,12 @@ def _parameters(target: Any) -> set[str] | None:
     return names
 
 
-# --- Types: booleans only where the consumer takes a boolean, lists only where it takes a list ----------
-
-
 def _check_type(key: str, value: Any, kind: tuple | None) -> None:
-    """``kind``: ("bool" or "list", whether null is allowed[, the strings allowed beside booleans]), None
-    when anything goes. The type is the consumer's: the parameter's annotation or default in the class a
-    node builds, or the default in ``conf/config.yaml`` for the project's own top-level keys (``tags: []``).
-    YAML reads ``maybe`` as a string that Python would take as true."""
+    """A boolean only where the consumer takes a boolean, a list only where it takes a list. ``kind``: ("bool"
+    or "list", whether null is allowed[, the strings allowed beside booleans]), None when anything goes. The
+    type is the consumer's: the parameter's annotation or default in the class a node builds, or the default
+    in ``conf/config.yaml`` for the project's own top-level keys (``tags: []``). YAML reads ``maybe`` as a
+    string that Python would take as true."""
     if kind is None or value is None and kind[1]:
         return
     expected, words = kind[0], kind[2] if len(kind) > 2 else ()
