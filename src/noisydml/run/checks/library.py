@@ -62,24 +62,22 @@ def made(key: str, node: DictConfig, make: Callable[[DictConfig], Any]) -> Any:
     except Exception as error:
         cause = error
         while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
+            # Hydra's wrapper says only where the error came from.
             cause = cause.__cause__
         if isinstance(cause, BadValue):
             place = next((path for path, n in target_nodes(node, key) if cause.key in n), key)
             raise cause.under(place) from error
         if isinstance(cause, BadInput):
             raise cause from error
-        raise library_error(key, node, make, error) from error
+        raise library_error(key, node, make, cause) from error
 
 
 def library_error(
     key: str, node: DictConfig, build: Callable[[DictConfig], Any], error: Exception
 ) -> BadInput:
-    """One line for a library's refusal to build ``node`` (the config at ``key``): the key it refused,
-    found by building again without each key in turn, its value, and a fix."""
+    """One line for a library's refusal (``error``, out of Hydra's wrappers) to build ``node`` (the config at
+    ``key``): the key it refused, found by building again without each key in turn, its value, and a fix."""
     target = node.get("_target_", key)
-    while isinstance(error, InstantiationException) and error.__cause__ is not None:
-        # Hydra's wrapper says only where the error came from.
-        error = error.__cause__
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
     for name in [n for n in node if not str(n).startswith("_")]:
         trial = copy.deepcopy(node)
