@@ -48,10 +48,8 @@ def prepare(
     if any(isinstance(klass, type) and issubclass(klass, WandbLogger) for klass in loggers):
         choose_wandb_mode()
         quiet_wandb()
-    threads = cfg.cpu_threads
-    if threads is None and cfg.get("numerics") == "strict":
-        # A sum split over threads rounds differently with their number, which differs between machines.
-        threads = 1
+    # A sum split over threads rounds differently with their number, which differs between machines.
+    threads = 1 if cfg.cpu_threads is None and cfg.get("numerics") == "strict" else cfg.cpu_threads
     if threads is not None:
         torch.set_num_threads(threads)
     pl.seed_everything(cfg.seed, workers=True)

@@ -326,21 +326,17 @@ def _check_type(key: str, value: Any, kind: tuple | None) -> None:
     string that Python would take as true."""
     if kind is None or value is None and kind[1]:
         return
-    expected, words = kind[0], kind[2] if len(kind) > 2 else ()
+    expected, words, typed = kind[0], kind[2] if len(kind) > 2 else (), shown(value).replace(" ", "")
     if isinstance(value, str) and (value.startswith("${") or value in words):
         return
     if expected == "bool" and not isinstance(value, bool):
         also = f" (or {', '.join(words)})" if words else ""
-        raise BadInput(f"{key}={_typed(value)} is not a boolean; give true or false{also}, e.g. {key}=true")
+        raise BadInput(f"{key}={typed} is not a boolean; give true or false{also}, e.g. {key}=true")
     if expected == "list" and not isinstance(value, (ListConfig, list)):
         raise BadInput(
-            f"{key}={_typed(value)} is not a list; give one, e.g. {key}=[{_typed(value)}] (unbracketed, a "
+            f"{key}={typed} is not a list; give one, e.g. {key}=[{typed}] (unbracketed, a "
             "string would be read as a list of its letters)"
         )
-
-
-def _typed(value: Any) -> str:
-    return shown(value).replace(" ", "")
 
 
 @functools.cache

@@ -162,16 +162,15 @@ def config_differences(old: dict, new: dict) -> list[str]:
     update still skips the jobs it finished. A run from before ``numerics`` existed computed natively."""
     a, b = (dict(leaves(config)) for config in ({"numerics": "native", **old}, new))
     below = {
-        key for x, y in ((a, b), (b, a)) for key in x.keys() - y.keys() if x[key] != {} and _holds(y, key)
+        key
+        for x, y in ((a, b), (b, a))
+        for key in x.keys() - y.keys()
+        if x[key] != {} and any(other.startswith(f"{key}.") for other in y)
     }
     differences = below | {key for key in a.keys() & b.keys() if a[key] != b[key]}
     ignored = tuple(f"{key}." for key in NOT_IDENTITY)
     kept = (key for key in differences if key not in NOT_IDENTITY and not key.startswith(ignored))
     return sorted(kept, key=lambda key: key.split("."))
-
-
-def _holds(flat: dict, key: str) -> bool:
-    return any(other.startswith(f"{key}.") for other in flat)
 
 
 def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None:

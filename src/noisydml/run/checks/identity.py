@@ -72,7 +72,9 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
                 "label the run as your own with name=<name> report.figure=<paper>/<what>"
             )
     for key, theirs, ours in _departures(cfg, choices, own, own_choices):
-        if _is_swept(key, frozenset(swept)) or key in tuned:
+        # The experiment's sweep varies the key, or a group or node above it (noise frees noise.rate).
+        parts = key.split(".")
+        if any(".".join(parts[:i]) in swept for i in range(1, len(parts) + 1)) or key in tuned:
             continue
         raise BadInput(
             f"experiment={experiment} is {key}={shown(theirs)}, but {key}={shown(ours)} was given, which "
@@ -126,12 +128,6 @@ def _label(cfg: DictConfig, key: str) -> Any:
         return OmegaConf.select(cfg, key)
     except Exception:
         return raw(cfg, key, None)
-
-
-def _is_swept(key: str, swept: frozenset[str]) -> bool:
-    """The experiment's sweep varies ``key`` or a group or node above it (``noise`` frees ``noise.rate``)."""
-    parts = key.split(".")
-    return any(".".join(parts[:i]) in swept for i in range(1, len(parts) + 1))
 
 
 @functools.cache
