@@ -65,7 +65,11 @@ BAD_INPUTS = [
     (["seed=-1"], r"seed=-1 is outside \[0, 4294967296\)"),
     (["optimizer.lr=-1"], r"optimizer.lr=-1 must be > 0; e.g. optimizer.lr=1e-3"),
     (["optimizer.lr=0"], r"optimizer.lr=0 must be > 0"),
-    (["optimizer.weight_decay=-0.1"], r"optimizer.weight_decay=-0.1 must be >= 0"),
+    (
+        ["optimizer.weight_decay=-0.1"],
+        r"optimizer.weight_decay=-0.1 is refused by torch.optim.Adam \(Invalid weight_decay value: -0.1\); "
+        r"give a value it takes, e.g. its default, optimizer.weight_decay=0",
+    ),
     (["optimizer=sgd", "optimizer.momentum=1.5"], r"optimizer.momentum=1.5 is outside \[0, 1\)"),
     (
         ["+optimizer.lrr=0.1"],
@@ -75,8 +79,17 @@ BAD_INPUTS = [
     (["trainer.max_steps=0"], r"trainer.max_steps=0 must be -1 \(no limit\) or >= 1"),
     (["trainer.log_every_n_steps=0"], r"trainer.log_every_n_steps=0 must be >= 1"),
     (["trainer.check_val_every_n_epoch=0"], r"trainer.check_val_every_n_epoch=0 must be >= 1"),
-    (["trainer.precision=15"], r"trainer.precision=15 is not an option; use one of: 32-true"),
-    (["trainer.accelerator=quantum"], r"trainer.accelerator=quantum is not an option; use one of: auto, cpu"),
+    (
+        ["trainer.precision=15"],
+        r"trainer.precision=15 is refused by pytorch_lightning.Trainer \(Precision 15 is invalid. Allowed "
+        r"precision values: .*\); give a value it takes, or drop trainer.precision",
+    ),
+    (
+        ["trainer.accelerator=quantum"],
+        r"trainer.accelerator=quantum is refused by pytorch_lightning.Trainer \(You selected an invalid "
+        r"accelerator name: `accelerator='quantum'`. Available names are: auto, .*\); give a value it "
+        r"takes, e.g. its default, trainer.accelerator=auto",
+    ),
     (["data.P=1"], r"data.P=1 must be >= 2"),
     (["data.P=11"], r"data.P=11 .* 10 training classes"),
     (["data.K=1"], r"data.K=1 must be >= 2"),

@@ -18,8 +18,7 @@ from noisydml.miners import EasyPositiveMiner, RandomSemihardMiner
 from noisydml.noise.models import UniformNoise
 from noisydml.noise.small_cluster import SmallClusterNoise
 from noisydml.run.checks.classes import ORDERS, RANGES, _declared
-from noisydml.run.checks.config import check_config
-from noisydml.run.checks.keys import KEYS
+from noisydml.run.checks.config import KEYS, check_config
 from noisydml.run.checks.walk import target_nodes
 from noisydml.run.train import train
 from noisydml.utils.checks import BadValue

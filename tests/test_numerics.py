@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from noisydml.numerics import STRICT_ENV, apply_numerics, in_force
-from noisydml.run.results import config_differences
+from noisydml.run.checks.folders import config_differences
 from noisydml.utils.errors import BadInput
 
 NOISYDML = str(Path(sys.executable).with_name("noisydml"))

@@ -27,6 +27,7 @@ from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.utils.atomic import atomic_write
+from noisydml.utils.checks import Rule, check_value
 from noisydml.utils.errors import NO_SPACE, BadInput
 from noisydml.utils.run_directory import BEST, LAST, PREVIOUS, RunDir
 
@@ -66,6 +67,10 @@ class ResumableCheckpoint(ModelCheckpoint):
     def __init__(
         self, dirpath: str | Path, every_n_epochs: int | None = 1, every_n_train_steps: int | None = None
     ):
+        # Lightning takes 0 for "never", which would leave a run nothing to resume from.
+        check_value(Rule("every_n_epochs", int, 1, optional=True, example="every_n_epochs=1"), every_n_epochs)
+        steps = Rule("every_n_train_steps", int, 1, optional=True, example="every_n_train_steps=500")
+        check_value(steps, every_n_train_steps)
         # The latest checkpoint under one fixed name, replaced each time (no monitored metric).
         super().__init__(
             dirpath=dirpath,
@@ -87,12 +92,17 @@ class ResumableCheckpoint(ModelCheckpoint):
             trainer.save_checkpoint(Path(self.dirpath) / LAST, weights_only=False)
 
 
+def checkpoint_step(checkpoint: Path | None) -> int:
+    """The global step a run resumed from ``checkpoint`` continues after; 0 from the start (None)."""
+    if checkpoint is None:
+        return 0
+    return int(torch.load(checkpoint, map_location="cpu", weights_only=True)["global_step"])
+
+
 def resume_checkpoint(run_dir: Path, which: str = "last") -> Path | None:
     """The checkpoint a run in ``run_dir`` resumes from (``which``: ``last`` or ``previous``), None when
     there is none; refuses one that cannot be read, naming the fix."""
     run = RunDir(run_dir)
-    if which not in ("last", "previous"):
-        raise BadInput(f"resume_from={which} is not an option; use resume_from=last or resume_from=previous")
     path = run.last_checkpoint if which == "last" else run.previous_checkpoint
     if not path.is_file():
         if which == "previous":

@@ -16,6 +16,10 @@ from noisydml.core.hooks import HookContext, TrainingHooks, TrainingSet, hooks_o
 from noisydml.core.logging_steps import is_logging_step
 from noisydml.core.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 from noisydml.metrics.evaluator import Evaluator
+from noisydml.utils.checks import Rule, check_value
+
+# The learning rate of the loss's own parameters, their group's (null: the optimizer's).
+LOSS_LR = Rule("module.loss_lr", float, 0, open_low=True, optional=True, example="module.loss_lr=1e-2")
 
 
 class EmbeddingModule(pl.LightningModule):
@@ -65,8 +69,8 @@ class EmbeddingModule(pl.LightningModule):
         seed: int = 0,
     ):
         super().__init__()
-        if train_samples < 1:
-            raise ValueError(f"module.train_samples={train_samples} must be >= 1")
+        check_value(Rule("module.train_samples", int, 1, example="module.train_samples=1"), train_samples)
+        check_value(LOSS_LR, loss_lr)
         self.backbone = backbone
         self.loss = loss
         self.miner = miner

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytorch_lightning as pl
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate
 from torch.utils.data.distributed import DistributedSampler
 
 from noisydml.core.hooks import TrainingSet
 from noisydml.data.base import LabeledDataset, Splits
-from noisydml.data.sampler import PKSampler
+from noisydml.data.sampler import SMALL_CLASS_POLICIES, PKSampler
 from noisydml.noise import NoisyLabels, summarize
 from noisydml.noise.protocols import SplitNoise
 from noisydml.utils.atomic import atomic_write
-from noisydml.utils.checks import check_fraction
+from noisydml.utils.checks import Rule, check_fraction, check_value
 
 # Second words of the seeds of the draws that hide labels and hold out the validation split, so they are
 # independent of each other and of the sampler's (seed, epoch) streams.
@@ -26,6 +26,15 @@ _VALIDATION_STREAM = 0x56414C49
 VAL_SPLITS = ("auto", "class_disjoint", "stratified")
 VAL_LABELS = ("observed", "true")
 SCORE_TRAIN = (None, "true", "observed")
+# The batch's shape, the loaders' sizes and what a class smaller than K does.
+RULES = (
+    Rule("data.P", int, 2, example="data.P=10"),
+    Rule("data.K", int, 2, example="data.K=6"),
+    Rule("data.batches_per_epoch", int, 1, optional=True, example="data.batches_per_epoch=100"),
+    Rule("data.eval_batch_size", int, 1, example="data.eval_batch_size=512"),
+    Rule("data.num_workers", int, 0, example="data.num_workers=4"),
+    Rule("data.small_classes", str, options=SMALL_CLASS_POLICIES),
+)
 
 
 class NoisyTrainSet(Dataset):
@@ -101,6 +110,9 @@ class MetricDataModule(pl.LightningDataModule):
         filter=None,
     ):
         super().__init__()
+        values = (P, K, batches_per_epoch, eval_batch_size, num_workers, small_classes)
+        for rule, value in zip(RULES, values, strict=True):
+            check_value(rule, value)
         check_fraction("data.unlabeled_fraction", unlabeled_fraction, example=0.5)
         check_fraction("data.val_fraction", val_fraction, example=0.1)
         if val_split not in VAL_SPLITS:
@@ -323,6 +335,13 @@ class MetricDataModule(pl.LightningDataModule):
             batches_per_epoch=self.sampler.batches_per_epoch,
             unlabeled=self.unlabeled_set,
         )
+
+    def first_batch(self) -> tuple:
+        """K samples of each of the first P classes of the training set, as the sampler draws a batch."""
+        labels = self.train_set.labels
+        classes = sorted(set(labels.tolist()))[: self.P]
+        positions = [p for c in classes for p in (labels == c).nonzero()[0][: self.K]]
+        return default_collate([self.train_set[int(p)] for p in positions])
 
     def reference_dataloader(self) -> DataLoader:
         """The samples trained on, with the test transform and their observed class ids.

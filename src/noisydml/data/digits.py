@@ -10,12 +10,18 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 from noisydml.data.base import Splits, TensorDataset, refuse_unread_keys
+from noisydml.utils.checks import Rule, check_value
 
 SPLITS = ("same_classes", "disjoint")
 DIGITS = tuple(range(10))
 # The keys only one split reads (null: that split's default, below).
 READ_BY = {"test_fraction": ("same_classes",), "split_seed": ("same_classes",), "train_digits": ("disjoint",)}
 DEFAULT_TEST_FRACTION, DEFAULT_SPLIT_SEED, DEFAULT_TRAIN_DIGITS = 0.3, 0, (0, 1, 2, 3, 4)
+# numpy's and scikit-learn's seeds are below 2**32.
+SPLIT_SEED = Rule("dataset.split_seed", int, 0, 2**32, optional=True, example="dataset.split_seed=0")
+TEST_FRACTION = Rule(
+    "dataset.test_fraction", float, 0, 1, open_low=True, optional=True, example="dataset.test_fraction=0.3"
+)
 
 
 class Digits:
@@ -47,11 +53,11 @@ class Digits:
     ):
         if split not in SPLITS:
             raise ValueError(f"dataset.split={split!r} is not one of {SPLITS}")
+        check_value(SPLIT_SEED, split_seed)
+        check_value(TEST_FRACTION, test_fraction)
         given = {"test_fraction": test_fraction, "split_seed": split_seed, "train_digits": train_digits}
         refuse_unread_keys("split", split, given, READ_BY)
         test_fraction = DEFAULT_TEST_FRACTION if test_fraction is None else test_fraction
-        if not 0 < test_fraction < 1:
-            raise ValueError(f"dataset.test_fraction={test_fraction} is outside (0, 1)")
         if label_map is not None and len(label_map) != 10:
             raise ValueError(f"dataset.label_map has {len(label_map)} entries; digits need 10")
         self.split = split

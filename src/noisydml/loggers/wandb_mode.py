@@ -1,12 +1,12 @@
-"""W&B runs offline unless the user has set W&B up; a job never stops at a login prompt."""
+"""W&B runs offline unless the user has set W&B up; a job never stops at a login prompt, and closes its W&B
+run when it ends."""
 
 from __future__ import annotations
 
 import netrc
 import os
-from collections.abc import Mapping
+import sys
 from pathlib import Path
-from typing import Any
 
 WANDB_HOST = "api.wandb.ai"
 
@@ -32,11 +32,9 @@ def _has_credentials() -> bool:
         return False
 
 
-def logs_to_wandb(loggers: Mapping[str, Any]) -> bool:
-    """Whether one of a run's logger configs (``cfg.logger``) builds a W&B logger: only such a run sets W&B
-    up (a process of its own, seconds a job) and closes its run."""
-    from hydra.utils import get_class
-    from pytorch_lightning.loggers import WandbLogger
-
-    targets = (node.get("_target_") for node in loggers.values() if isinstance(node, Mapping))
-    return any(issubclass(get_class(target), WandbLogger) for target in targets if target)
+def finish_wandb() -> None:
+    """Close the W&B run so the next job of a multirun starts its own (a run that logs to W&B has
+    imported it)."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import get_args
 
 import numpy as np
 
@@ -17,8 +18,20 @@ from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, NMIAverage
 from noisydml.metrics.engine import Backend, engine_record, install_conflict, resolve_engine
 from noisydml.metrics.evaluation import evaluate
 from noisydml.utils.checks import Rule, check_value
+from noisydml.utils.errors import BadInput
 
 RECALL_KS = Rule("metrics.recall_ks", int, 1, each=True, example="metrics.recall_ks=[1,2,4,8]")
+# The options of the classification and clustering metrics, in the order the constructor checks them.
+RULES = (
+    Rule("metrics.knn_accuracy_k", int, 1, optional=True, example="metrics.knn_accuracy_k=5"),
+    Rule("metrics.nmi_seeds", int, 1, example="metrics.nmi_seeds=5"),
+    Rule("metrics.nmi_plus_factor", int, 1, optional=True, example="metrics.nmi_plus_factor=2"),
+    Rule("metrics.nmi_average", str, options=get_args(NMIAverage)),
+    Rule("metrics.kmeans_niter", int, 1, example="metrics.kmeans_niter=20"),
+    Rule("metrics.kmeans_restarts", int, 1, example="metrics.kmeans_restarts=5"),
+    Rule("metrics.kmeans_init", str, options=get_args(KMeansInit)),
+    RECALL_KS,
+)
 
 
 class Evaluator:
@@ -50,7 +63,9 @@ class Evaluator:
         backend: Backend = "auto",
         use_gpu: bool | None = None,
     ):
-        check_value(RECALL_KS, recall_ks)
+        values = (knn_accuracy_k, nmi_seeds, nmi_plus_factor, nmi_average, kmeans_niter, kmeans_restarts)
+        for rule, value in zip(RULES, (*values, kmeans_init, recall_ks), strict=True):
+            check_value(rule, value)
         try:
             resolve_engine(backend, use_gpu)
         except ValueError as error:
@@ -84,6 +99,23 @@ class Evaluator:
         names += ["ncm_accuracy"] * bool(self.ncm_accuracy)
         names += [f"knn_accuracy@{self.knn_accuracy_k}"] * bool(self.knn_accuracy_k)
         return names
+
+    def check_sizes(self, train: int, candidates: dict[str, int]) -> None:
+        """Recall@K needs K candidates for each query of each split scored (``candidates``: split -> how
+        many a query has), and the k-NN vote's k at most the ``train`` training samples it votes with."""
+        ks = self.options["recall_ks"]
+        for split, count in candidates.items():
+            if ks and max(ks) > count:
+                raise BadInput(
+                    f"metrics.recall_ks=[{','.join(map(str, ks))}]: Recall@{max(ks)} needs more than the "
+                    f"{count} neighbours each {split} query has; use K up to {count}, e.g. "
+                    "metrics.recall_ks=[1,2,4,8]"
+                )
+        if (k := self.knn_accuracy_k) and k > train:
+            raise BadInput(
+                f"metrics.knn_accuracy_k={k}: the k-NN vote classifies a test item by its k nearest of the "
+                f"{train} training samples; use k up to {train}, e.g. metrics.knn_accuracy_k=5"
+            )
 
     def engine_record(self) -> dict:
         """The engine the metrics are computed with on this machine, as ``results.json`` records it

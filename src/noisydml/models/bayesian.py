@@ -30,7 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from noisydml.models.embedding import EMBEDDING_SIZE
 from noisydml.models.small import _ACTIVATIONS
+from noisydml.utils.checks import check_value
 
 PREDICT_RULES = ("mean", "sample_average")
 
@@ -137,8 +139,7 @@ class BayesianMLP(nn.Module):
         super().__init__()
         if in_features < 1:
             raise ValueError(f"backbone.in_features={in_features} must be >= 1 (the flattened input size)")
-        if embedding_size < 1:
-            raise ValueError(f"backbone.embedding_size={embedding_size} must be >= 1")
+        check_value(EMBEDDING_SIZE, embedding_size)
         hidden = [int(width) for width in hidden]
         if any(width < 1 for width in hidden):
             raise ValueError(f"backbone.hidden={hidden} must hold widths >= 1")

@@ -7,6 +7,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from noisydml.utils.checks import Rule, check_value
+
+# The width of the embedding, whichever backbone makes it.
+EMBEDDING_SIZE = Rule("backbone.embedding_size", int, 1, example="backbone.embedding_size=128")
+
 
 class EmbeddingNet(nn.Module):
     """A trunk followed by a linear embedding layer, optionally L2-normalised.
@@ -29,10 +34,7 @@ class EmbeddingNet(nn.Module):
         freeze_bn: bool = False,
     ):
         super().__init__()
-        if embedding_size < 1:
-            raise ValueError(
-                f"backbone.embedding_size={embedding_size} must be >= 1 (the width of the embedding)"
-            )
+        check_value(EMBEDDING_SIZE, embedding_size)
         trunk_dim = getattr(trunk, "out_features", None)
         if feature_dim is None:
             if trunk_dim is None:

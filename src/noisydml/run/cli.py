@@ -60,7 +60,8 @@ def quoted(path: Path) -> str:
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
-def _run(cfg: DictConfig) -> float | None:
+def run_hydra(cfg: DictConfig) -> float | None:
+    """Hydra's main on ``sys.argv`` (called without arguments): compose, then one run or a sweep of them."""
     # Before the trainer's imports: faiss logs as it loads.
     silence_known_noise()
     # Before torch loads: it picks its kernels as it does.
@@ -70,11 +71,6 @@ def _run(cfg: DictConfig) -> float | None:
     metrics = train(cfg)
     # A sweeper (Optuna) maximises the selected epoch's score, which selection maximised.
     return metrics.get(selected(cfg.get("optimized_metric") or ""))
-
-
-def run_hydra() -> None:
-    """Hydra's main on ``sys.argv``: compose, then one run or a sweep of them."""
-    _run()
 
 
 def main() -> None:

@@ -1,13 +1,10 @@
-"""Pre-flight: everything a run needs is checked and built here, before the first training step, cheapest
-first; bad input is refused with the key, the value and the fix (:mod:`noisydml.run.checks`). The config
-(:mod:`~noisydml.run.checks.config`), the machine, the Trainer and the folders the run writes; the
-checkpoint to resume from; the data module with its noisy labels drawn (the noise model checks its rate)
-and the model; then one batch through the training step's hook sequence, in the run's precision, on
-copies."""
+"""Pre-flight: everything a run needs is checked (:mod:`noisydml.run.checks`) and built here, cheapest first,
+before the first training step: the config, the machine and the Trainer, the folders the run writes, the
+checkpoint to resume from, the data module with its noisy labels drawn and the model, then one batch
+through the training step's hook sequence, in the run's precision, on copies."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,52 +12,44 @@ import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from pytorch_lightning.loggers import WandbLogger
 
 from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
-from noisydml.loggers.wandb_mode import choose_wandb_mode, logs_to_wandb
+from noisydml.loggers.wandb_mode import choose_wandb_mode
 from noisydml.run.checks.config import check_config
-from noisydml.run.checks.folders import check_caches, check_written_folders
+from noisydml.run.checks.folders import check_paths
 from noisydml.run.checks.library import (
-    check_hardware,
     check_lengths,
     check_loss_lr,
-    check_metric_sizes,
+    check_metrics,
     check_one_batch,
     check_optimization,
     check_precision,
     check_trainer,
 )
-from noisydml.run.checks.outcome import check_metrics, check_selection, check_trains
+from noisydml.run.checks.walk import builds, entries, import_target
 from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """What training starts from: the checkpoint to resume (None: from the start), the data module with
-    its noisy labels drawn, and the model, which has passed one batch."""
-
-    checkpoint: Path | None
-    datamodule: Any
-    model: EmbeddingModule
-
-
-def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
-    """Check and build everything training needs, refusing bad input before the first step."""
+def prepare(
+    cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str]
+) -> tuple[Path | None, Any, EmbeddingModule]:
+    """Check and build everything training needs, refusing bad input before the first step: return the
+    checkpoint to resume (None: from the start), the data module with its noisy labels drawn, and the
+    model, which has passed one batch."""
     check_config(cfg, choices)
-    check_hardware(cfg)
     trainer = check_trainer(cfg)
-    check_written_folders(cfg, run.path)
-    check_caches(cfg)
+    check_paths(resolved, run.path)
     checkpoint = resume_checkpoint(run.path, cfg.resume_from) if cfg.resume == "auto" else None
-    if logs_to_wandb(cfg.logger):
+    # Only a run that logs to W&B sets it up (a process of its own, seconds a job) and closes its run.
+    loggers = [import_target(str(node["_target_"])) for _, node in entries(cfg, "logger") if builds(node)]
+    if any(isinstance(klass, type) and issubclass(klass, WandbLogger) for klass in loggers):
         choose_wandb_mode()
         quiet_wandb()
-    threads = cfg.cpu_threads
-    if threads is None and cfg.get("numerics") == "strict":
-        # A sum split over threads rounds differently with their number, which differs between machines.
-        threads = 1
+    # A sum split over threads rounds differently with their number, which differs between machines.
+    threads = 1 if cfg.cpu_threads is None and cfg.get("numerics") == "strict" else cfg.cpu_threads
     if threads is not None:
         torch.set_num_threads(threads)
     pl.seed_everything(cfg.seed, workers=True)
@@ -71,7 +60,6 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     )
     # Reads the data and draws the noisy labels now, so bad input fails before any training.
     datamodule.setup("fit")
-    check_lengths(cfg, datamodule)
     model = EmbeddingModule(
         backbone=instantiate(cfg.backbone),
         loss=instantiate(cfg.loss),
@@ -86,9 +74,7 @@ def prepare(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> Prepared:
     check_optimization(cfg, model)
     check_loss_lr(cfg, model.loss, datamodule.training_set(), choices)
     check_metrics(cfg, datamodule, model.metrics)
-    check_selection(cfg, datamodule, model.metrics)
-    check_trains(cfg, model.has_parameters_to_train())
-    check_metric_sizes(datamodule, model.metrics)
+    check_lengths(cfg, datamodule, model.has_parameters_to_train())
     check_one_batch(model, datamodule, choices)
     check_precision(cfg, trainer, model, datamodule)
-    return Prepared(checkpoint, datamodule, model)
+    return checkpoint, datamodule, model

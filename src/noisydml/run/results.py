@@ -1,5 +1,5 @@
-"""What a run's ``results.json`` holds beside its metrics (versions), how two runs' configs differ, and
-the table printed at the end. The files themselves are named by :mod:`noisydml.utils.run_directory`."""
+"""What a run's ``results.json`` holds beside its metrics (versions), and the table printed at the end. The
+files themselves are named by :mod:`noisydml.utils.run_directory`."""
 
 from __future__ import annotations
 
@@ -53,39 +53,6 @@ def _git_commit() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return out.stdout.strip() if out.returncode == 0 else "unknown"
-
-
-# Keys that change how a run is watched or where files live, not what it computes.
-NOT_IDENTITY = (
-    "resume",
-    "resume_from",
-    "logger",
-    "paths",
-    "trainer.enable_progress_bar",
-    "trainer.plugins",
-    "callbacks",
-)
-
-
-def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two resolved configs, ignoring ``NOT_IDENTITY``.
-
-    A key that only one of them has is an option added to (or removed from) the project since the
-    older run, whose default keeps the old behaviour: not a difference, so a sweep re-run after an
-    update still skips the jobs it finished. A run from before ``numerics`` existed computed natively."""
-    if not prefix:
-        old = {"numerics": "native", **old}
-    differences = []
-    for key in sorted(set(old) & set(new)):
-        dotted = f"{prefix}{key}"
-        if dotted in NOT_IDENTITY:
-            continue
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            differences += config_differences(a, b, f"{dotted}.")
-        elif a != b:
-            differences.append(dotted)
-    return differences
 
 
 def format_metrics(metrics: dict[str, float]) -> str:

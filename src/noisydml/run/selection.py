@@ -1,12 +1,14 @@
-"""Model selection on the validation split, then the test split scored once with what was selected.
+"""Model selection on the validation split, the test split scored once with what was selected, and whether
+that is the run's result.
 
 With a validation split (``data.val_fraction`` > 0),
 :class:`~noisydml.callbacks.checkpointing.SelectedCheckpoint` keeps the weights of the epoch with the best
-``optimized_metric`` (a ``val/`` metric). After training the test split is scored twice: with those
-weights (``test/...``, the run's result) and with the last epoch's (``test_last/...``), so a reader sees
-what selection changed. With ``data.test_at_validation`` the test
-split was also scored at every validation; the epoch a paper selecting on the test split would have
-reported is recorded as ``test_best_epoch/...``, beside ours, to show what test selection inflates.
+``optimized_metric`` (a ``val/`` metric). After training the test split is scored with those weights
+(``test/...``, the run's result) and with the last epoch's (``test_last/...``), so a reader sees what
+selection changed. With ``data.test_at_validation`` the epoch a paper selecting on the test split would have
+reported is also recorded (``test_best_epoch/...``), to show what test selection inflates. Only a real
+result is ``finished`` (:func:`result_status`): a debug mode's metrics end ``debug``, a run whose selection
+metric was never logged ``unselected``, and the report leaves them out.
 """
 
 from __future__ import annotations
@@ -14,31 +16,28 @@ from __future__ import annotations
 from typing import Any
 
 import pytorch_lightning as pl
+from omegaconf import DictConfig
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 
 from noisydml.callbacks.checkpointing import SelectedCheckpoint
 from noisydml.utils.metric_names import VALIDATION, selected
+from noisydml.utils.run_directory import DEBUG, EVALUATED, FINISHED, STOPPED, UNSELECTED
+
+# Lightning's flags that run part of the data: their metrics are not a run's result.
+LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches")
 
 
 def watched_callbacks(callbacks: list[Callback], stages: list[str]) -> list[Callback]:
-    """The callbacks whose monitored metric some validation loader logs.
-
-    Without a validation split there is nothing to select on: the checkpoint selection is dropped and
-    the last epoch is tested, as before validation splits existed. Any other callback watching a metric
-    no loader logs (early stopping) is an error, not silently idle.
-    """
-    kept = []
-    for callback in callbacks:
-        monitor = getattr(callback, "monitor", None)
-        if monitor is None or monitor.split("/", 1)[0] in stages:
-            kept.append(callback)
-        elif not isinstance(callback, ModelCheckpoint):
-            raise ValueError(
-                f"{type(callback).__name__} monitors {monitor}, which no validation loader logs (they log: "
-                f"{', '.join(stages) or 'nothing, data.val_fraction=0'}); set data.val_fraction > 0 for val/ "
-                "metrics, or remove the callback"
-            )
-    return kept
+    """The callbacks less a checkpoint selection on a metric no validation loader logs: without a validation
+    split there is nothing to select on, and the last epoch is tested, as before validation splits existed
+    (another callback on such a metric is refused before training, by ``check_metrics``)."""
+    return [
+        callback
+        for callback in callbacks
+        if not isinstance(callback, ModelCheckpoint)
+        or callback.monitor is None
+        or callback.monitor.split("/", 1)[0] in stages
+    ]
 
 
 def test_selected(
@@ -129,3 +128,55 @@ def _best_test_epoch(history: list[dict], name: str, mode: str) -> dict | None:
     sign = -1 if mode == "min" else 1
     # max() keeps the first of equal scores: the earliest epoch, as SelectedCheckpoint does.
     return max(scored, key=lambda record: sign * record[name])
+
+
+def debug_mode(cfg: DictConfig, choices: dict[str, str]) -> str | None:
+    """Why the run is a debug run and not a result (``debug=``, or a Lightning flag that runs part of the
+    data), None for a real run."""
+    if choices.get("debug"):
+        return f"debug={choices['debug']}"
+    trainer = cfg.get("trainer") or {}
+    if trainer.get("fast_dev_run"):
+        return f"trainer.fast_dev_run={trainer.fast_dev_run}"
+    if trainer.get("overfit_batches"):
+        return f"trainer.overfit_batches={trainer.overfit_batches}"
+    for key in LIMITS:
+        value = trainer.get(key)
+        # 1.0 (a float) is every batch; an int is a number of batches.
+        if value is not None and not (isinstance(value, float) and value == 1.0):
+            return f"trainer.{key}={value}"
+    return None
+
+
+def result_status(
+    cfg: DictConfig,
+    choices: dict[str, str],
+    datamodule: Any,
+    selection: dict | None,
+    trained: bool,
+    epochs_trained: int | None = None,
+) -> tuple[str, str | None]:
+    """The status a run that ran to its end records, and why it is not ``finished`` (None when it is).
+    ``trained``: it fitted (an evaluation of given weights, or a backbone with nothing to train, selects
+    nothing by design); ``epochs_trained``: where ``trainer.max_time`` stopped it, the epochs it trained."""
+    if mode := debug_mode(cfg, choices):
+        return DEBUG, f"{mode} is a debug mode: its metrics are not a result; run without it for one"
+    if cfg.get("ckpt_path"):
+        return EVALUATED, (
+            f"ckpt_path={cfg.ckpt_path} was scored as it is, not trained: these are that checkpoint's scores "
+            "under this config, not a run of it; the run that trained it holds its result"
+        )
+    if epochs_trained is not None:
+        return STOPPED, (
+            f"trainer.max_time={cfg.trainer.max_time} stopped training after {epochs_trained} of "
+            f"trainer.max_epochs={cfg.trainer.max_epochs} epochs: the weights are a shorter run's, not "
+            "this config's result; raise trainer.max_time or drop it, and continue with noisydml resume=..."
+        )
+    selects = (cfg.get("callbacks") or {}).get("select") is not None
+    if trained and datamodule.val_set is not None and selects and not (selection or {}).get("metric"):
+        return UNSELECTED, (
+            f"optimized_metric={cfg.optimized_metric} was never logged (the run stopped before any "
+            "validation, e.g. at trainer.max_steps), so nothing was selected and test/ holds the last "
+            "epoch's scores; run to the end of an epoch that validates"
+        )
+    return FINISHED, None

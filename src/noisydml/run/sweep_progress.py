@@ -1,12 +1,14 @@
-"""What a sweep stopped partway (Ctrl-C, SIGTERM, a failed job) has done, and the one command that
-continues it.
+"""A line per job of a sweep as it ends, and what a sweep stopped partway (Ctrl-C, SIGTERM, a failed job)
+has done, with the one command that continues it; both Hydra callbacks (``conf/hydra/default.yaml``).
 
-A Hydra callback (``conf/hydra/default.yaml``) notes the sweep's jobs as it starts, with the sweeper's
-own expansion of the overrides (:meth:`NoisydmlSweeper.expand`, Hydra's basic sweep), and each job as it
-starts; the ``noisydml`` command prints :func:`summary` when the sweep ends before its last job did. The
-command is the one given, in the sweep's folder (``hydra.sweep.dir``): its finished jobs are skipped (their
-folders hold their results), an interrupted one continues from its checkpoint, the rest run. Without
-``hydra.sweep.dir`` the same command would start a new, timestamped folder and run everything again.
+Hydra's basic launcher reports only the first failure, after every job ran: :class:`JobSummary` reads each
+job's ``results.json`` as it ends and says it finished, or why it failed and where its traceback is.
+:class:`SweepProgress` notes the sweep's jobs as it starts, with the sweeper's own expansion of the
+overrides (:meth:`NoisydmlSweeper.expand`, Hydra's basic sweep), and each job as it starts; the ``noisydml``
+command prints :func:`summary` when the sweep ends before its last job did. The command is the one given,
+in the sweep's folder (``hydra.sweep.dir``): its finished jobs are skipped (their folders hold their
+results), an interrupted one continues from its checkpoint, the rest run. Without ``hydra.sweep.dir`` the
+same command would start a new, timestamped folder and run everything again.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import PRODUCT_SWEEPERS, NoisydmlSweeper
@@ -59,6 +63,22 @@ class SweepProgress(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         global _sweep
         _sweep = None
+
+
+class JobSummary(Callback):
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        hydra = HydraConfig.get()
+        if hydra.mode != RunMode.MULTIRUN:
+            return
+        run = RunDir(hydra.runtime.output_dir)
+        results = run.read_results() or {}
+        job = f"job {hydra.job.num} ({' '.join(job_return.overrides) or 'no overrides'})"
+        if results.get("status") in (FINISHED, LEGACY_FINISHED):
+            print(f"{job}: finished", flush=True)
+            return
+        error = str(results.get("error") or "no results.json written").splitlines()[0]
+        where = f"; traceback in {run.traceback}" if run.traceback.is_file() else ""
+        print(f"{job}: {results.get('status', 'failed')}: {error}{where}", flush=True)
 
 
 def _jobs(config: DictConfig) -> list[list[str]] | None:

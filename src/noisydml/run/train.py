@@ -7,6 +7,7 @@ traceback in ``error.log``) or interrupted (with the command that continues it).
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -26,20 +27,21 @@ from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from noisydml.callbacks.checkpointing import ValidateLastEpoch
+from noisydml.callbacks.checkpointing import ValidateLastEpoch, checkpoint_step
 from noisydml.callbacks.divergence import DivergenceWarning
 from noisydml.callbacks.progress import EpochLine, progress_bar, wants_progress_bar
 from noisydml.callbacks.requeue import RequeueAtStepEnd
 from noisydml.loggers.resumable_csv import ResumableCSVLogger, keep_rows_before
 from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
+from noisydml.loggers.wandb_mode import finish_wandb
 from noisydml.numerics import numerics_record
-from noisydml.run.checks.folders import check_output_dir, check_run_directory, check_run_folder, check_writers
+from noisydml.run.checks.folders import check_run_directory, check_run_folder, check_writers
 from noisydml.run.checks.library import build
-from noisydml.run.checks.outcome import result_status
+from noisydml.run.checks.walk import entries
 from noisydml.run.preflight import prepare
 from noisydml.run.results import format_metrics, format_selection, versions
-from noisydml.run.selection import test_selected, watched_callbacks
+from noisydml.run.selection import result_status, test_selected, watched_callbacks
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.atomic import atomic_write
 from noisydml.utils.errors import BadInput, DiskFull, no_space
@@ -54,21 +56,13 @@ silence_known_noise()
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run one experiment described by a composed config; return its metrics (test and validation)."""
     run = RunDir(cfg.paths.output_dir)
-    if rank_zero_only.rank != 0:
-        # Rank 0 holds the folder for the processes of its run.
+    # Rank 0 holds the folder for the processes of its run. Nothing, not even the lock, is written into a
+    # folder before it is known to lie in no other run's (a sweep's job, in its sweep's folder).
+    if zero := rank_zero_only.rank == 0:
+        multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+        check_run_folder(run, Path(HydraConfig.get().sweep.dir) if multirun else None)
+    with run_lock(run) if zero else contextlib.nullcontext():
         return _train_in(cfg, run)
-    # Nothing, not even the lock, is written into a folder before it is known to lie in no other run's.
-    check_run_folder(run, _sweep_folder())
-    check_output_dir(run.path)
-    with run_lock(run):
-        return _train_in(cfg, run)
-
-
-def _sweep_folder() -> Path | None:
-    """The sweep folder of a sweep's job; None for a single run."""
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return None
-    return Path(HydraConfig.get().sweep.dir)
 
 
 def _train_in(cfg: DictConfig, run: RunDir) -> dict[str, float]:
@@ -166,7 +160,7 @@ def _train(
     try:
         checkpoint, datamodule, model, trainer = _build(cfg, run, resolved, record["choices"], requeue)
     except Exception as error:
-        _finish_wandb()
+        finish_wandb()
         if isinstance(error, BadInput):
             raise
         # Anything that stops a run before its first step is the input's: one line, the traceback in
@@ -197,7 +191,7 @@ def _train(
         _log_summary(trainer, summary_fields(ended, wall_time_s=time.perf_counter() - started))
         raise
     finally:
-        _finish_wandb()
+        finish_wandb()
 
     if not trainer.is_global_zero:
         return metrics
@@ -254,17 +248,16 @@ def _build(
     cfg: DictConfig, run: RunDir, resolved: dict, choices: dict[str, str], requeue: RequeueAtStepEnd
 ) -> tuple:
     """The checkpoint to continue from, the data, the model and the trainer with its loggers and callbacks."""
-    prepared = prepare(cfg, run, choices)
-    checkpoint, datamodule, model = prepared.checkpoint, prepared.datamodule, prepared.model
+    checkpoint, datamodule, model = prepare(cfg, run, resolved, choices)
     history = []
     if rank_zero_only.rank == 0:
         # The history of a resumed run continues after its checkpoint; a run started over has none.
-        history = keep_rows_before(run.metrics_csv, _global_step(checkpoint))
+        history = keep_rows_before(run.metrics_csv, checkpoint_step(checkpoint))
     # A resumed run continues its W&B run (WandbLogger resumes an id it is given).
     wandb_id = {"id": run.wandb_id()} if checkpoint is not None and run.wandb_id() else {}
-    chosen = {f"logger.{name}": node for name, node in (cfg.logger or {}).items() if node is not None}
+    chosen = {key: node for key, node in entries(cfg, "logger") if node is not None}
     loggers = [build(key, node, **(wandb_id if "id" in node else {})) for key, node in chosen.items()]
-    given = {f"callbacks.{name}": node for name, node in cfg.callbacks.items() if node is not None}
+    given = {key: node for key, node in entries(cfg, "callbacks") if node is not None}
     callbacks = [build(key, node) for key, node in given.items()]
     # Before a logger writes anything (TensorBoard's hyperparameters are written at once).
     check_writers(dict(zip([*chosen, *given], [*loggers, *callbacks], strict=True)), run.path)
@@ -366,17 +359,3 @@ def _log_summary(trainer, fields: dict) -> None:
     for logger in trainer.loggers:
         if hasattr(logger, "log_summary"):
             logger.log_summary(fields)
-
-
-def _global_step(checkpoint) -> int:
-    if checkpoint is None:
-        return 0
-    return int(torch.load(checkpoint, map_location="cpu", weights_only=True)["global_step"])
-
-
-def _finish_wandb() -> None:
-    """Close the W&B run so the next job of a multirun starts its own (a run that logs to W&B has
-    imported it)."""
-    wandb = sys.modules.get("wandb")
-    if wandb is not None and wandb.run is not None:
-        wandb.finish()

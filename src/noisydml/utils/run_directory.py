@@ -31,7 +31,7 @@ from typing import Any
 from noisydml.utils.atomic import atomic_write, write_json
 
 RUNNING, FINISHED, FAILED, INTERRUPTED = "running", "finished", "failed", "interrupted"
-# Ran to its end, but not a result (noisydml.run.checks.outcome): a debug mode, nothing selected, cut
+# Ran to its end, but not a result (noisydml.run.selection): a debug mode, nothing selected, cut
 # short by trainer.max_time, weights scored without training (noisydml-eval).
 DEBUG, UNSELECTED, STOPPED, EVALUATED = "debug", "unselected", "stopped", "evaluated"
 # The status of a finished run written before the statuses above existed.

@@ -30,14 +30,15 @@ NAME_MAX = 255
 
 
 def check_arguments(argv: list[str]) -> None:
-    """What Hydra would refuse with a traceback or a list, or accept and fail on later, refused in one line
-    before it starts: an override it cannot parse, an unknown group option (with the closest one), a
-    ``name=`` too long for a folder, a run or sweep folder that cannot be written."""
+    """The overrides (the module's list but a search's), refused in one line before Hydra starts, where it
+    would refuse them with a traceback or a list, or accept them and fail later."""
     parser = OverridesParser.create()
     sweep = any(a in SWEEP_FLAGS for a in argv)
     # The longest "key=value" of each override a sweep job's folder is named by (conf/hydra/default.yaml).
     job_name_parts = []
-    excluded = _sweep_folder_excludes()
+    # The overrides that do not name a sweep job's folder, as conf/hydra/default.yaml lists them.
+    hydra_config = yaml.safe_load((CONFIG_DIR / "hydra" / "default.yaml").read_text())
+    excluded = hydra_config["job"]["config"]["override_dirname"]["exclude_keys"]
     for argument in (a for a in argv if "=" in a and not a.startswith("-")):
         try:
             (override,) = parser.parse_overrides([argument])
@@ -116,12 +117,6 @@ def _check_cluster() -> None:
             f"hydra/launcher=slurm submits the sweep's jobs to a SLURM cluster, but {reason}; run the sweep "
             "where SLURM is (a cluster's login node), or drop hydra/launcher=slurm to run the jobs here"
         )
-
-
-def _sweep_folder_excludes() -> list[str]:
-    """The overrides that do not name a sweep job's folder, as conf/hydra/default.yaml lists them."""
-    hydra_config = yaml.safe_load((CONFIG_DIR / "hydra" / "default.yaml").read_text())
-    return hydra_config["job"]["config"]["override_dirname"]["exclude_keys"]
 
 
 def _check_job_folder_name(argv: list[str], parts: list[int], sweep: bool) -> None:

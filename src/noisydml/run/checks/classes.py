@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
-import math
 import types
 import typing
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from noisydml import CONFIG_DIR
-from noisydml.run.checks.walk import raw, shown, target_nodes
+from noisydml.run.checks.walk import builds, import_target, raw, shown, target_nodes
 from noisydml.utils.checks import (
     NONNEGATIVE_BOUNDARY,
     NONNEGATIVE_MARGIN,
@@ -36,8 +35,6 @@ from noisydml.utils.checks import (
     parameter_range,
 )
 from noisydml.utils.errors import BadInput
-
-INF = math.inf
 
 
 @dataclass(frozen=True)
@@ -186,8 +183,9 @@ def _check_ranges(path: str, node: DictConfig, target: Any) -> None:
             if similarity is None:
                 continue
             declared = declared.similarity if similarity else declared.distance
-        key = f"{path}.{name}"
-        check_value(declared.at(key, _example(target, name, key)), node[name])
+        # The fix: the value the class takes when the key is not given.
+        key, default = f"{path}.{name}", parameter_default(target, name)
+        check_value(declared.at(key, f"{key}={default if default is not None else '...'}"), node[name])
 
 
 def _check_orders(path: str, node: DictConfig, target: Any) -> None:
@@ -256,13 +254,8 @@ def _along_bases(table: dict[str, Any], target: Any) -> list[tuple[type, Any]]:
     """``(class, entry)`` of each class of ``table`` (keyed by class path) that ``target`` is or derives
     from, bases first: a subclass is held to its bases' entries (a path that does not import is skipped)."""
     bases = inspect.getmro(target) if inspect.isclass(target) else ()
-    found = [(klass, entry) for path, entry in table.items() if (klass := _imported(path)) in bases]
+    found = [(klass, entry) for path, entry in table.items() if (klass := import_target(path)) in bases]
     return sorted(found, key=lambda pair: -bases.index(pair[0]))
-
-
-@functools.cache
-def _imported(path: str) -> Any:
-    return import_target(path)
 
 
 def _compares_similarities(node: DictConfig, target: type) -> bool | None:
@@ -270,30 +263,13 @@ def _compares_similarities(node: DictConfig, target: type) -> bool | None:
     None when it cannot be told."""
     similarity = import_target(SIMILARITY)
     distance = node.get("distance") if "distance" in node else None
-    if isinstance(distance, DictConfig) and "_target_" in distance:
+    if builds(distance):
         klass = import_target(distance["_target_"])
         return None if klass is None or similarity is None else issubclass(klass, similarity)
     try:
         return isinstance(target.get_default_distance(None), similarity)
     except Exception:
         return None
-
-
-def _example(target: type, name: str, key: str) -> str:
-    """``key=<the class's default>``, the value the class takes when the key is not given."""
-    default = parameter_default(target, name)
-    return f"{key}={default if default is not None else '...'}"
-
-
-def import_target(path: str) -> Any:
-    """The object a ``_target_`` path names; None where it does not import in this environment."""
-    try:
-        return get_object(path)
-    except Exception:
-        return None
-
-
-# --- Options ------------------------------------------------------------------------------------------
 
 
 def _check_keys(path: str, node: Any, target: Any, name: str) -> None:
@@ -342,31 +318,25 @@ def _parameters(target: Any) -> set[str] | None:
     return names
 
 
-# --- Types: booleans only where the consumer takes a boolean, lists only where it takes a list ----------
-
-
 def _check_type(key: str, value: Any, kind: tuple | None) -> None:
-    """``kind``: ("bool" or "list", whether null is allowed[, the strings allowed beside booleans]), None
-    when anything goes. The type is the consumer's: the parameter's annotation or default in the class a
-    node builds, or the default in ``conf/config.yaml`` for the project's own top-level keys (``tags: []``).
-    YAML reads ``maybe`` as a string that Python would take as true."""
+    """A boolean only where the consumer takes a boolean, a list only where it takes a list. ``kind``: ("bool"
+    or "list", whether null is allowed[, the strings allowed beside booleans]), None when anything goes. The
+    type is the consumer's: the parameter's annotation or default in the class a node builds, or the default
+    in ``conf/config.yaml`` for the project's own top-level keys (``tags: []``). YAML reads ``maybe`` as a
+    string that Python would take as true."""
     if kind is None or value is None and kind[1]:
         return
-    expected, words = kind[0], kind[2] if len(kind) > 2 else ()
+    expected, words, typed = kind[0], kind[2] if len(kind) > 2 else (), shown(value).replace(" ", "")
     if isinstance(value, str) and (value.startswith("${") or value in words):
         return
     if expected == "bool" and not isinstance(value, bool):
         also = f" (or {', '.join(words)})" if words else ""
-        raise BadInput(f"{key}={_typed(value)} is not a boolean; give true or false{also}, e.g. {key}=true")
+        raise BadInput(f"{key}={typed} is not a boolean; give true or false{also}, e.g. {key}=true")
     if expected == "list" and not isinstance(value, (ListConfig, list)):
         raise BadInput(
-            f"{key}={_typed(value)} is not a list; give one, e.g. {key}=[{_typed(value)}] (unbracketed, a "
+            f"{key}={typed} is not a list; give one, e.g. {key}=[{typed}] (unbracketed, a "
             "string would be read as a list of its letters)"
         )
-
-
-def _typed(value: Any) -> str:
-    return shown(value).replace(" ", "")
 
 
 @functools.cache

@@ -1,15 +1,22 @@
-"""The rules on the composed config that need nothing built, in order: the table of keys, every node
-against its class, the parts whose constructors check their own values, the method and the run's
+"""The rules on the composed config that need nothing built, in the order :func:`check_config` runs them:
+the one table of keys (:data:`KEYS`), whose consumer is a library that checks them late, wrongly or not at
+all (the Trainer, an optimizer, numpy's seeding), or the project itself (its top-level keys); every node
+against its class (:mod:`~noisydml.run.checks.classes`); the parts whose constructors check their own
+values (a key such as ``noise.rate`` or ``data.P`` is checked there, once); the method and the run's
 identity."""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
 
 from noisydml.run.checks.classes import check_classes
 from noisydml.run.checks.identity import check_identity, check_method
-from noisydml.run.checks.keys import check_keys
 from noisydml.run.checks.library import check_built
+from noisydml.run.checks.walk import ABSENT, builds, entries, shown
+from noisydml.utils.checks import INF, Rule, check_value
+from noisydml.utils.errors import BadInput
 
 
 def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
@@ -19,3 +26,81 @@ def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
     check_built(cfg)
     check_method(choices)
     check_identity(cfg, choices)
+
+
+def _rule(key: str, kind: type, low: float = -INF, high: float = INF, eg: object = None, **rule: Any) -> Rule:
+    """A row of :data:`KEYS`; ``eg``, a value the key takes, completes the fix as ``key=eg``."""
+    return Rule(key, kind, low, high, example="" if eg is None else f"{key}={eg}", **rule)
+
+
+KEYS = (
+    # numpy's and scikit-learn's seeds are below 2**32.
+    _rule("seed", int, 0, 2**32, eg=0),
+    _rule("cpu_threads", int, 1, optional=True, eg=1),
+    _rule("resume", str, options=("auto", "never")),
+    _rule("resume_from", str, options=("last", "previous")),
+    _rule("numerics", str, options=("native", "strict")),
+    # 0: evaluate the backbone as it is (BDML's PCA baseline).
+    _rule("trainer.max_epochs", int, 0, eg=20),
+    _rule("trainer.check_val_every_n_epoch", int, 1, optional=True, eg=5),
+    _rule("trainer.log_every_n_steps", int, 1, eg=10),
+    _rule("trainer.accumulate_grad_batches", int, 1, eg=1),
+    _rule(
+        "trainer.enable_checkpointing",
+        bool,
+        options=("True",),
+        why="a run checkpoints to test its selected epoch and to resume; callbacks.checkpoint spaces them",
+    ),
+    _rule(
+        "trainer.gradient_clip_val",
+        float,
+        0,
+        optional=True,
+        eg=1.0,
+        why="Lightning skips clipping at a negative value without a word; null clips nothing",
+    ),
+    _rule("trainer.min_epochs", int, 0, optional=True, eg=1),
+    _rule("optimizer.lr", float, 0, open_low=True, eg="1e-3"),
+    _rule("optimizer.momentum", float, 0, 1, optional=True, eg=0.9),
+    # Two numbers: torch indexes them before checking, and checks their range, [0, 1), itself.
+    _rule("optimizer.betas", float, optional=True, each=True, length=2, eg="[0.9,0.999]"),
+    _rule("scheduler.milestones", int, 1, each=True, eg="[30]"),
+    _rule("scheduler.gamma", float, 0, open_low=True, eg=0.5),
+    _rule("scheduler.T_max", int, 1, eg=20),
+)
+
+# Nodes that build an object, or are null: without ``_target_`` they would reach their consumer as a dict.
+TARGET_EXAMPLES = {
+    "data.filter": "{_target_: noisydml.data.knn_filter.KnnLabelFilter}",
+    "trainer.plugins": "{_target_: pytorch_lightning.plugins.environments.LightningEnvironment}",
+}
+CALLBACK_EXAMPLE = "{_target_: pytorch_lightning.callbacks.EarlyStopping, monitor: val/recall@1, mode: max}"
+
+
+def check_keys(cfg: DictConfig) -> None:
+    """Refuse the first key of :data:`KEYS` outside its rule, and a node that builds nothing."""
+    for rule in KEYS:
+        value = OmegaConf.select(cfg, rule.key, default=ABSENT)
+        if value is not ABSENT:
+            check_value(rule, value)
+    max_steps = OmegaConf.select(cfg, "trainer.max_steps", default=-1)
+    if max_steps is not None and not (isinstance(max_steps, int) and (max_steps == -1 or max_steps >= 1)):
+        raise BadInput(
+            f"trainer.max_steps={max_steps} must be -1 (no limit) or >= 1; e.g. trainer.max_steps=1000"
+        )
+    epochs = (OmegaConf.select(cfg, "trainer.min_epochs"), OmegaConf.select(cfg, "trainer.max_epochs"))
+    if epochs[0] is not None and epochs[1] not in (None, -1) and epochs[0] > epochs[1]:
+        raise BadInput(
+            f"trainer.min_epochs={epochs[0]} is above trainer.max_epochs={epochs[1]}, so the run cannot do "
+            "what both say; lower trainer.min_epochs or raise trainer.max_epochs"
+        )
+    # Each callback, logger, trainer plugin and label filter names the class it builds.
+    nodes = [(s, *entry) for s in ("callbacks", "logger", "trainer.plugins") for entry in entries(cfg, s)]
+    nodes.append(("data.filter", "data.filter", OmegaConf.select(cfg, "data.filter", default=None)))
+    for section, key, node in nodes:
+        if node is not None and not builds(node):
+            null = f", or {key}=null" if section == "data.filter" else ""
+            raise BadInput(
+                f"{key}={shown(node)} has no _target_, the class it builds; give it, e.g. "
+                f"'{key}={TARGET_EXAMPLES.get(section, CALLBACK_EXAMPLE)}'{null}"
+            )

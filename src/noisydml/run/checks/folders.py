@@ -1,7 +1,7 @@
 """A run writes only into its own folder: never into, below or over another run's, by any path key, and
 never above its own; a checkpoint folder pointed at another run's would overwrite its ``best.ckpt``, the
 weights its results were tested with. Checked before anything is written (:func:`check_run_folder`,
-:func:`check_run_directory`), in pre-flight (:func:`check_written_folders`) and of the built writers
+:func:`check_run_directory`), in pre-flight (:func:`check_paths`) and of the built writers
 (:func:`check_writers`)."""
 
 from __future__ import annotations
@@ -9,13 +9,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from noisydml.run.checks.walk import ABSENT, leaves
-from noisydml.run.results import config_differences
 from noisydml.utils.checks import check_writable
 from noisydml.utils.errors import BadInput
 from noisydml.utils.run_directory import RunDir, is_run, run_holding
@@ -30,7 +28,7 @@ DEPTH = 4
 def check_run_folder(run: RunDir, sweep: Path | None = None) -> None:
     """The run directory, as :func:`check_folder_argument` checks it, and a sweep job's inside its sweep's
     folder (``hydra.sweep.subdir=../..`` would put it elsewhere); the empty folder Hydra made for a refused
-    one is removed, so the other run is left as it was found."""
+    one is removed, so the other run is left as it was found. Then it can be created and written."""
     try:
         check_folder_argument("hydra.run.dir", run.path)
         if sweep is not None and sweep.resolve() not in run.path.resolve().parents:
@@ -40,8 +38,10 @@ def check_run_folder(run: RunDir, sweep: Path | None = None) -> None:
                 "hydra.sweep.subdir=${hydra.job.num}"
             )
     except BadInput:
-        _remove_if_empty(run.path.resolve())
+        with contextlib.suppress(OSError):
+            run.path.resolve().rmdir()
         raise
+    check_writable(run.path, "paths.output_dir", "hydra.run.dir=... (or hydra.sweep.dir=...)")
 
 
 def check_folder_argument(key: str, folder: Path) -> None:
@@ -69,10 +69,17 @@ def check_folder_argument(key: str, folder: Path) -> None:
         )
 
 
-def check_written_folders(cfg: DictConfig, run_dir: Path) -> None:
-    """Every folder the run's callbacks, loggers and trainer write can be written (probed, leaving the disk
-    as it was) and lies in its run directory."""
-    folders = list(_output_folders(OmegaConf.to_container(cfg, resolve=True)))
+def check_paths(resolved: dict, run_dir: Path) -> None:
+    """Over the resolved config: every folder the run's callbacks, loggers and trainer write (a ``dir`` or
+    ``dirpath`` key) can be written (probed, leaving the disk as it was) and lies in its run directory; a
+    folder runs share (``cache_dir``: the instance-dependent noise's classifier outputs) lies in no run's
+    folder, whose files it would mix with."""
+    folders = [
+        (key, value)
+        for section in WRITING_SECTIONS
+        for key, value in leaves(resolved.get(section, ABSENT), section)
+        if isinstance(value, str) and key.rsplit(".", 1)[-1].endswith(("dir", "dirpath"))
+    ]
     for key, value in folders:
         check_writable(Path(value).expanduser(), key, f"{key}=...", keep=False)
     root = run_dir.resolve()
@@ -86,6 +93,15 @@ def check_written_folders(cfg: DictConfig, run_dir: Path) -> None:
                 "its own (another run's checkpoints would be overwritten; resume and the report look "
                 f"there); use {key}=${{paths.output_dir}}/<folder>, or move the whole run with "
                 "hydra.run.dir=..."
+            )
+    for key, value in leaves(resolved):
+        if key.rsplit(".", 1)[-1] != "cache_dir" or not value or key.startswith("hydra."):
+            continue
+        folder = Path(str(value)).expanduser().resolve()
+        if (outer := run_holding(folder)) is not None:
+            raise BadInput(
+                f"{key}={value} is inside the run folder {outer}, which it would write into; give a folder "
+                f"runs share outside every run, e.g. {key}=${{paths.data_dir}}/cache"
             )
 
 
@@ -112,29 +128,6 @@ def _written(writer: Any) -> Iterator[Path]:
             yield (Path(str(folder)).expanduser() / name).resolve()
 
 
-def check_caches(cfg: DictConfig) -> None:
-    """A folder runs share (``cache_dir``: the instance-dependent noise's classifier outputs) lies in no
-    run's folder, whose files it would mix with."""
-    for key, value in leaves(OmegaConf.to_container(cfg, resolve=True)):
-        if key.rsplit(".", 1)[-1] != "cache_dir" or not value or key.startswith("hydra."):
-            continue
-        folder = Path(str(value)).expanduser().resolve()
-        if (outer := run_holding(folder)) is not None:
-            raise BadInput(
-                f"{key}={value} is inside the run folder {outer}, which it would write into; give a folder "
-                f"runs share outside every run, e.g. {key}=${{paths.data_dir}}/cache"
-            )
-
-
-def _output_folders(resolved: dict) -> Iterator[tuple[str, str]]:
-    """``(key, folder)`` of every folder-valued key (``dirpath``, ``save_dir``, ``default_root_dir``)
-    of the sections that write."""
-    for section in WRITING_SECTIONS:
-        for key, value in leaves(resolved.get(section, ABSENT), section):
-            if isinstance(value, str) and key.rsplit(".", 1)[-1].endswith(("dir", "dirpath")):
-                yield key, value
-
-
 def _run_below(path: Path) -> Path | None:
     if not path.is_dir():
         return None
@@ -148,9 +141,36 @@ def _run_below(path: Path) -> Path | None:
     return None
 
 
-def _remove_if_empty(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.rmdir()
+# Keys that change how a run is watched or where files live, not what it computes.
+NOT_IDENTITY = (
+    "resume",
+    "resume_from",
+    "logger",
+    "paths",
+    "trainer.enable_progress_bar",
+    "trainer.plugins",
+    "callbacks",
+)
+
+
+def config_differences(old: dict, new: dict) -> list[str]:
+    """Dotted keys whose values differ between two resolved configs, ignoring ``NOT_IDENTITY``; a value
+    on one side where the other has a mapping (``scheduler: null`` against a scheduler) differs at its key.
+
+    A key that only one of them has is an option added to (or removed from) the project since the
+    older run, whose default keeps the old behaviour: not a difference, so a sweep re-run after an
+    update still skips the jobs it finished. A run from before ``numerics`` existed computed natively."""
+    a, b = (dict(leaves(config)) for config in ({"numerics": "native", **old}, new))
+    below = {
+        key
+        for x, y in ((a, b), (b, a))
+        for key in x.keys() - y.keys()
+        if x[key] != {} and any(other.startswith(f"{key}.") for other in y)
+    }
+    differences = below | {key for key in a.keys() & b.keys() if a[key] != b[key]}
+    ignored = tuple(f"{key}." for key in NOT_IDENTITY)
+    kept = (key for key in differences if key not in NOT_IDENTITY and not key.startswith(ignored))
+    return sorted(kept, key=lambda key: key.split("."))
 
 
 def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None:
@@ -181,14 +201,8 @@ def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None
 
 
 def _change(old: dict, new: dict, key: str) -> str:
-    def value(config: dict) -> Any:
-        for part in key.split("."):
-            config = config.get(part) if isinstance(config, dict) else None
-        return config
-
-    return f"{key}: {value(old)} there, {value(new)} here"
-
-
-def check_output_dir(path: Path) -> None:
-    """The run directory can be created and written."""
-    check_writable(path, "paths.output_dir", "hydra.run.dir=... (or hydra.sweep.dir=...)")
+    there, here = (
+        reduce(lambda c, part: c.get(part) if isinstance(c, dict) else None, key.split("."), config)
+        for config in (old, new)
+    )
+    return f"{key}: {there} there, {here} here"

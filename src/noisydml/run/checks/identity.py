@@ -1,16 +1,12 @@
 """A run's identity is what ran: an experiment's labels (``name``, ``report.figure``, ``report.dataset``)
-describe the data set, classes, label map, noise and method its file composes, so a run that changes one
-of those is refused under them (:func:`check_identity`).
+describe what its file composes, so a run that departs from it is refused under them (:func:`check_identity`)
+unless it carries labels of its own (``name=`` and ``report.figure=``), which file it elsewhere.
 
-What an experiment fixes is read from the experiment composed alone (``experiment=<x>``, nothing else):
-the options of :data:`IDENTITY_GROUPS`; of the data set, the keys its class says decide which samples
-train and test under which labels (``split_keys``: a digits split, its training digits, a label map);
-every key of :data:`IDENTITY_SECTIONS` (the noise, the method's loss, miner and backbone, a label filter,
-hidden labels, the report's labels); and what its own sweep varies (``hydra.sweeper.params`` and its
-``grids``: ``method``, ``noise.rate``, ``seed``) takes the sweep's values, or the values its tuning
-declares (``tune.at``, and the keys ``tune.space`` searches for the run's method). A run that departs
-from it on anything else is refused, unless it is given labels of its own (``name=`` and
-``report.figure=``), which files it elsewhere.
+What the experiment fixes is read from it composed alone (``experiment=<x>``): the options of
+:data:`IDENTITY_GROUPS`, the data set's ``split_keys`` (a digits split, its training digits, a label map) and
+every key of :data:`IDENTITY_SECTIONS`; what its sweep varies (``hydra.sweeper.params`` and ``grids``) takes
+the sweep's values, or those its tuning declares (``tune.at``, and the keys ``tune.space`` searches for the
+run's method).
 """
 
 from __future__ import annotations
@@ -22,12 +18,11 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml import CONFIG_DIR
-from noisydml.run.checks.walk import ABSENT, leaves, raw, shown, target_nodes
+from noisydml.run.checks.walk import import_target, leaves, raw, shown, target_nodes
 from noisydml.utils.errors import BadInput
 from noisydml.utils.method_names import PACKAGE_SOURCES, method_groups, sources_of
 
@@ -61,10 +56,10 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     # (a method's loss and miner) is then the experiment's too.
     pinned = tuple((group, str(choices[group])) for group in sorted(swept) if choices.get(group) is not None)
     own, own_choices, _ = _experiment(str(experiment), pinned, searchpath)
-    if all(_value(cfg, label) != _value(own, label) for label in ("name", "report.figure")):
+    if all(raw(cfg, label, None) != raw(own, label, None) for label in ("name", "report.figure")):
         return
     labels = f"name {_label(cfg, 'name')} and figure {_label(cfg, 'report.figure')}"
-    tune = _value(own, "tune") or {}
+    tune = raw(own, "tune", None) or {}
     tuned = (tune.get("space") or {}).get(choices.get("method")) or {}
     for key, values in swept.items():
         given = str(choices[key]) if key in choices else shown(OmegaConf.select(cfg, key, default=None))
@@ -77,7 +72,9 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
                 "label the run as your own with name=<name> report.figure=<paper>/<what>"
             )
     for key, theirs, ours in _departures(cfg, choices, own, own_choices):
-        if _is_swept(key, frozenset(swept)) or key in tuned:
+        # The experiment's sweep varies the key, or a group or node above it (noise frees noise.rate).
+        parts = key.split(".")
+        if any(".".join(parts[:i]) in swept for i in range(1, len(parts) + 1)) or key in tuned:
             continue
         raise BadInput(
             f"experiment={experiment} is {key}={shown(theirs)}, but {key}={shown(ours)} was given, which "
@@ -97,7 +94,7 @@ def _departures(
     if str(choices.get("dataset")) != str(own_choices.get("dataset")):
         return
     for key in sorted(set(_identity_keys(own)) | set(_identity_keys(cfg))):
-        theirs, ours = _value(own, key), _value(cfg, key)
+        theirs, ours = raw(own, key, None), raw(cfg, key, None)
         if theirs != ours:
             yield key, theirs, ours
 
@@ -106,11 +103,7 @@ def _identity_keys(cfg: DictConfig) -> Iterator[str]:
     """The data set's split keys (of its class and of any data set it is built from, e.g. the source of
     extracted features) and every key of the noise."""
     for path, node in target_nodes(cfg.get("dataset"), "dataset"):
-        try:
-            target = get_object(node["_target_"])
-        except Exception:
-            continue
-        for key in getattr(target, "split_keys", ()):
+        for key in getattr(import_target(node["_target_"]), "split_keys", ()):
             yield f"{path}.{key}"
     for section in IDENTITY_SECTIONS:
         yield from (key for key, _ in leaves(raw(cfg, section), section) if key != "noise.seed")
@@ -129,24 +122,12 @@ def _number(value: str) -> str:
         return value
 
 
-def _value(cfg: DictConfig, key: str) -> Any:
-    """The value at ``key`` as written, None where there is none."""
-    value = raw(cfg, key)
-    return None if value is ABSENT else value
-
-
 def _label(cfg: DictConfig, key: str) -> Any:
     """The run's label at ``key`` as it resolves (a protocol derives it from the experiment's name)."""
     try:
         return OmegaConf.select(cfg, key)
     except Exception:
-        return _value(cfg, key)
-
-
-def _is_swept(key: str, swept: frozenset[str]) -> bool:
-    """The experiment's sweep varies ``key`` or a group or node above it (``noise`` frees ``noise.rate``)."""
-    parts = key.split(".")
-    return any(".".join(parts[:i]) in swept for i in range(1, len(parts) + 1))
+        return raw(cfg, key, None)
 
 
 @functools.cache

@@ -1,39 +1,42 @@
-"""What only building the parts can say, asked before the first step: the loss and the miner built from
-their nodes before the data are read, so that a constructor's refusal comes first (:func:`check_built`);
-the optimizer and the scheduler built on the model's parameters as Lightning will build them
-(:func:`check_optimization`), the Trainer built as the run
-builds it, so that Lightning resolves devices, accelerator, strategy, precision and its other flags
-against this machine now (:func:`check_trainer`, :func:`check_hardware`), and the first batch through the
-model in the run's precision (:func:`check_precision`).
-
-A library's refusal is translated into one line naming the key, the value and a fix
-(:func:`library_error`): the key is found by building the object again without each key in turn.
+"""What only building the parts can say, asked before the first step: each part built as the run builds
+it, the loss and the miner before the data are read (:func:`check_built`), the optimizer, the scheduler and
+the Trainer against this machine, then the data and the model against each other. A library's refusal is
+one line naming the key, the value and a fix (:func:`library_error`: the key is found by building the
+object again without each key in turn).
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
-from torch.utils.data import default_collate
+from pytorch_lightning.callbacks import ModelCheckpoint
 
 from noisydml.core.hooks import hooks_of
-from noisydml.run.checks.classes import import_target, parameter_default
-from noisydml.run.checks.walk import given_keys, raw, shown, target_nodes
+from noisydml.run.checks.classes import parameter_default
+from noisydml.run.checks.walk import builds, entries, import_target, raw, shown, target_nodes
 from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
+from noisydml.utils.metric_names import better
 from noisydml.utils.quiet import quiet_lightning
 
 # The parts the run builds from a node of its own: built once here, before the data are read, so that
 # their constructors' checks refuse a value before anything costly (the data, the noise) is done.
 BUILT_EARLY = ("loss", "miner")
+# The validation stage the selection reads; test/, test_epoch/ and train/ are never selected on.
+VALIDATION = "val"
+# A callback's flag to act at the training epoch's end instead of after each validation (early stopping,
+# a checkpoint); Lightning's default, null, chooses by when validation runs.
+AT_TRAIN_EPOCH_END = ("check_on_train_epoch_end", "save_on_train_epoch_end")
 
 
 def check_built(cfg: DictConfig) -> None:
@@ -41,8 +44,7 @@ def check_built(cfg: DictConfig) -> None:
     refused at its place in the config. Called before the run seeds itself, so nothing here changes what
     the run then draws."""
     for section in BUILT_EARLY:
-        node = cfg.get(section)
-        if isinstance(node, DictConfig) and "_target_" in node:
+        if builds(node := cfg.get(section)):
             build(section, node)
 
 
@@ -60,27 +62,22 @@ def made(key: str, node: DictConfig, make: Callable[[DictConfig], Any]) -> Any:
     except Exception as error:
         cause = error
         while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
+            # Hydra's wrapper says only where the error came from.
             cause = cause.__cause__
         if isinstance(cause, BadValue):
             place = next((path for path, n in target_nodes(node, key) if cause.key in n), key)
             raise cause.under(place) from error
         if isinstance(cause, BadInput):
             raise cause from error
-        raise library_error(key, node, make, error) from error
-
-
-# --- Library errors -----------------------------------------------------------------------------------
+        raise library_error(key, node, make, cause) from error
 
 
 def library_error(
     key: str, node: DictConfig, build: Callable[[DictConfig], Any], error: Exception
 ) -> BadInput:
-    """One line for a library's refusal to build ``node`` (the config at ``key``): the key it refused,
-    found by building again without each key in turn, its value, and a fix."""
+    """One line for a library's refusal (``error``, out of Hydra's wrappers) to build ``node`` (the config at
+    ``key``): the key it refused, found by building again without each key in turn, its value, and a fix."""
     target = node.get("_target_", key)
-    while isinstance(error, InstantiationException) and error.__cause__ is not None:
-        # Hydra's wrapper says only where the error came from.
-        error = error.__cause__
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
     for name in [n for n in node if not str(n).startswith("_")]:
         trial = copy.deepcopy(node)
@@ -100,9 +97,6 @@ def library_error(
     return BadInput(f"{key} ({target}) cannot be built with its keys: {reason}; change the key it names")
 
 
-# --- Optimizer, scheduler, trainer --------------------------------------------------------------------
-
-
 def check_optimization(cfg: DictConfig, model: Any) -> None:
     """The optimizer and scheduler, built on the model's parameters as Lightning will build them."""
     params = [p for p in model.parameters() if p.requires_grad] or [torch.nn.Parameter(torch.zeros(1))]
@@ -114,7 +108,36 @@ def check_optimization(cfg: DictConfig, model: Any) -> None:
 
 def check_trainer(cfg: DictConfig) -> Any:
     """The Trainer as the run builds it (without loggers and callbacks), refused in one line naming the
-    key where Lightning refuses it here; return it, for its precision."""
+    key where Lightning refuses it here (an unknown accelerator or precision), and first what it would
+    take without a word or fail on deep in CUDA: a GPU this machine lacks, a process per device on a CPU's
+    cores, bf16 on a CPU while the run records 16-mixed; then nodes no cluster starts. Return it, for its
+    precision."""
+    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
+    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if accelerator in ("gpu", "cuda") and not gpus:
+        raise BadInput(
+            f"trainer.accelerator={accelerator} but torch finds no GPU on this machine; use "
+            "trainer.accelerator=cpu (or auto), or run on a GPU node"
+        )
+    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and gpus > 0)
+    if isinstance(devices, bool) or not (devices == "auto" or isinstance(devices, (int, ListConfig))):
+        raise BadInput(
+            f"trainer.devices={devices} is not a number of devices; e.g. trainer.devices=1 (or auto)"
+        )
+    if isinstance(devices, int) and devices != -1:
+        have = gpus if on_gpu else os.cpu_count() or 1
+        what = f"{gpus} GPU(s)" if on_gpu else f"{have} CPU cores (a process per device)"
+        if not 1 <= devices <= have:
+            raise BadInput(
+                f"trainer.devices={devices}: this machine has {what}; use trainer.devices=1, up to {have}"
+            )
+    precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
+    if not on_gpu and precision in ("16-mixed", "16"):
+        raise BadInput(
+            f"trainer.precision={precision} needs a GPU: on the CPU Lightning would run bf16-mixed instead; "
+            "use trainer.precision=32-true, or bf16-mixed"
+        )
 
     def build(node: DictConfig) -> Any:
         with quiet_lightning():
@@ -141,7 +164,7 @@ def check_precision(cfg: DictConfig, trainer: Any, model: Any, datamodule: Any) 
     precision = str(cfg.trainer.get("precision", "32-true"))
     if precision in ("32", "32-true"):
         return
-    batch, training_set = first_batch(datamodule), datamodule.training_set()
+    batch, training_set = datamodule.first_batch(), datamodule.training_set()
     plugin = trainer.precision_plugin
     trial = plugin.convert_module(copy.deepcopy(model))
     hooks_of(trial.loss).setup(training_set)
@@ -174,23 +197,14 @@ def check_precision(cfg: DictConfig, trainer: Any, model: Any, datamodule: Any) 
         )
 
 
-def first_batch(datamodule: Any) -> tuple:
-    """K samples of each of the first P classes of the training set, as the sampler draws a batch."""
-    labels = datamodule.train_set.labels
-    positions = [
-        p
-        for c in sorted(set(labels.tolist()))[: datamodule.P]
-        for p in (labels == c).nonzero()[0][: datamodule.K]
-    ]
-    return default_collate([datamodule.train_set[int(p)] for p in positions])
-
-
 def check_loss_lr(cfg: DictConfig, loss: Any, training_set: Any, choices: dict[str, str]) -> None:
     """``module.loss_lr`` is the learning rate of the loss's own parameters: given for this run to a loss
     that has none once set up on the data, nothing reads it. A protocol's or an experiment's value, shared
     by every method it runs, is a default, not the run's choice."""
     lr = OmegaConf.select(cfg, "module.loss_lr", default=None)
-    if lr is None or "module.loss_lr" not in given_keys():
+    # Set for this run on the command line (Hydra's overrides.task: a sweep job's own values too).
+    given = HydraConfig.get().overrides.task if HydraConfig.initialized() else ()
+    if lr is None or "module.loss_lr" not in {str(o).split("=", 1)[0].lstrip("+~") for o in given}:
         return
     trial = copy.deepcopy(loss)
     hooks_of(trial).setup(training_set)
@@ -202,21 +216,23 @@ def check_loss_lr(cfg: DictConfig, loss: Any, training_set: Any, choices: dict[s
         )
 
 
-def check_metric_sizes(datamodule: Any, evaluator: Any) -> None:
-    """The k-NN vote's k is at most the training samples it votes with."""
-    k = getattr(evaluator, "knn_accuracy_k", None)
-    reference = len(datamodule.train_set)
-    if k and k > reference:
-        raise BadInput(
-            f"metrics.knn_accuracy_k={k}: the k-NN vote classifies a test item by its k nearest of the "
-            f"{reference} training samples; use k up to {reference}, e.g. metrics.knn_accuracy_k=5"
-        )
-
-
-def check_lengths(cfg: DictConfig, datamodule: Any) -> None:
-    """The Trainer's values that count batches, against the data's real number of batches: Lightning
-    checks them only when it reaches them, after an epoch has trained, or rounds them to nothing."""
+def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: bool) -> None:
+    """The Trainer's values that count epochs and batches, against the data's real number of batches: a
+    run that would train no step (its untrained network recorded as the result) or select on nothing,
+    and values Lightning checks only when it reaches them, after an epoch has trained, or rounds to none."""
     trainer = cfg.trainer
+    limit = trainer.get("limit_train_batches")
+    if limit is not None and not isinstance(limit, bool) and limit == 0:
+        raise BadInput(
+            f"trainer.limit_train_batches={limit} trains no step: the untrained network would be tested and "
+            "recorded as the result; drop it (data.batches_per_epoch=N shortens an epoch)"
+        )
+    if trainer.get("max_epochs") == 0 and has_parameters_to_train and not cfg.get("ckpt_path"):
+        raise BadInput(
+            "trainer.max_epochs=0 trains no step, but the backbone has weights to train: the untrained "
+            "network would be recorded as the result; give trainer.max_epochs >= 1 (0 is for a backbone "
+            "with nothing to train, e.g. backbone=identity)"
+        )
     train_batches = datamodule.sampler.batches_per_epoch
     val_batches = [
         math.ceil(len(dataset) / datamodule.eval_batch_size)
@@ -241,46 +257,103 @@ def check_lengths(cfg: DictConfig, datamodule: Any) -> None:
         if isinstance(limit, float) and 0 < limit < 1 and any(int(n * limit) == 0 for n in counts):
             raise BadInput(
                 f"trainer.{key}={limit} of {min(counts)} batch{'es' * (min(counts) != 1)} rounds to none; "
-                "use at least "
-                f"{1 / min(counts):.3g}, or a number of batches, e.g. trainer.{key}=1"
+                f"use at least {1 / min(counts):.3g}, or a number of batches, e.g. trainer.{key}=1"
             )
+    limit, metric = trainer.get("limit_val_batches"), cfg.get("optimized_metric") or ""
+    selects = (cfg.get("callbacks") or {}).get("select") is not None
+    if datamodule.val_set is not None and selects and limit is not None and limit == 0:
+        raise BadInput(
+            f"trainer.limit_val_batches={limit} runs no validation, so optimized_metric={metric} would "
+            "select nothing and the last epoch be tested as if selected; drop it, or train without a "
+            "validation split: data.val_fraction=0"
+        )
 
 
-def check_hardware(cfg: DictConfig) -> None:
-    """The devices and precision asked for exist here: Lightning would otherwise start a process per
-    device on a CPU's cores, fail deep in CUDA, or run bf16 on a CPU while the run records 16-mixed."""
-    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
-    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if accelerator in ("gpu", "cuda") and not gpus:
-        raise BadInput(
-            f"trainer.accelerator={accelerator} but torch finds no GPU on this machine; use "
-            "trainer.accelerator=cpu (or auto), or run on a GPU node"
-        )
-    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and gpus > 0)
-    if isinstance(devices, bool) or not (devices == "auto" or isinstance(devices, (int, ListConfig))):
-        raise BadInput(
-            f"trainer.devices={devices} is not a number of devices; e.g. trainer.devices=1 (or auto)"
-        )
-    if isinstance(devices, int) and devices != -1:
-        have = gpus if on_gpu else os.cpu_count() or 1
-        what = f"{gpus} GPU(s)" if on_gpu else f"{have} CPU cores (a process per device)"
-        if not 1 <= devices <= have:
+def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
+    """The metrics can be scored on the data (:meth:`Evaluator.check_sizes`), and every metric the selection
+    or a callback watches is one the run logs when it is read: ``optimized_metric`` a validation metric the
+    run computes, no callback on the test split or on a validation metric at a training epoch's end where
+    validation runs otherwise, a callback's ``mode`` the way its metric improves."""
+    mask = datamodule.query_mask
+    # A query's candidates: the gallery, or every other item (leave-one-out).
+    candidates = {"test": int((~mask).sum()) if mask is not None else len(datamodule.splits.test) - 1}
+    if datamodule.val_set is not None:
+        candidates["validation"] = len(datamodule.val_set) - 1
+    evaluator.check_sizes(len(datamodule.train_set), candidates)
+    stages, metric = datamodule.validation_stages, str(cfg.get("optimized_metric") or "")
+    logged = [f"{stage}/{name}" for stage in stages for name in evaluator.names()]
+    callbacks = [
+        (key, node, str(node.get("monitor") or ""))
+        for key, node in entries(cfg, "callbacks")
+        if isinstance(node, DictConfig)
+    ]
+    for key, watched in [("optimized_metric", metric), *((f"{k}.monitor", m) for k, _, m in callbacks)]:
+        if watched and watched.split("/", 1)[0] in stages and watched not in logged:
+            close = difflib.get_close_matches(watched, logged, n=1)
+            hint = f"; did you mean {key}={close[0]}?" if close else ""
             raise BadInput(
-                f"trainer.devices={devices}: this machine has {what}; use trainer.devices=1, up to {have}"
+                f"{key}={watched} is not a metric this run logs (it logs: {', '.join(logged) or 'none'}); "
+                f"choose one of them{hint}"
             )
-    precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
-    if not on_gpu and precision in ("16-mixed", "16"):
-        raise BadInput(
-            f"trainer.precision={precision} needs a GPU: on the CPU Lightning would run bf16-mixed instead; "
-            "use trainer.precision=32-true, or bf16-mixed"
-        )
+    names = [f"{VALIDATION}/{name}" for name in evaluator.names()]
+    stage = metric.split("/", 1)[0]
+    if stage != VALIDATION or metric not in names:
+        what = {
+            "test": (
+                "a test-split metric: selecting on it, or a sweeper optimising it, tunes on the test split"
+            ),
+            "train": "a training metric, of the noisy training labels, not a validation one",
+        }
+        reason = what.get(stage.split("_")[0], "not a validation metric this run computes")
+        close = difflib.get_close_matches(f"{VALIDATION}/{metric.split('/', 1)[-1]}", names, n=1)
+        hint = f"; e.g. optimized_metric={close[0] if close else names[0] if names else 'val/recall@1'}"
+        raise BadInput(f"optimized_metric={metric} is {reason}; choose one of: {', '.join(names)}{hint}")
+    for key, node, monitor in callbacks:
+        if monitor.split("/", 1)[0].startswith("test"):
+            raise BadInput(
+                f"{key}.monitor={monitor} watches the test split, which would then choose the result; watch "
+                f"a validation metric, e.g. {key}.monitor={metric}"
+            )
+        for flag in AT_TRAIN_EPOCH_END if monitor.startswith(f"{VALIDATION}/") else ():
+            if node.get(flag) is True and (when := _validation_not_at_epoch_end(cfg)):
+                raise BadInput(
+                    f"{key}.{flag}=true reads {monitor} at each training epoch's end, but validation runs "
+                    f"{when}, so it would read a metric not yet logged, or a stale one; drop {key}.{flag} "
+                    "(it then acts after each validation)"
+                )
+        mode = node.get("mode") if monitor else None
+        if mode is not None and mode != better(monitor):
+            way = "falls" if better(monitor) == "min" else "rises"
+            raise BadInput(
+                f"{key}.mode={mode} on {monitor}, which improves as it {way}, reads the worst epoch as the "
+                f"best; use {key}.mode={better(monitor)}"
+            )
+        # A checkpoint selection on a split no loader logs is dropped (selection.watched_callbacks).
+        klass = import_target(str(node.get("_target_")))
+        selection = isinstance(klass, type) and issubclass(klass, ModelCheckpoint)
+        if monitor and monitor.split("/", 1)[0] not in stages and not selection:
+            raise BadInput(
+                f"{str(node.get('_target_')).rsplit('.', 1)[-1]} monitors {monitor}, which no validation "
+                f"loader logs (they log: {', '.join(stages) or 'nothing, data.val_fraction=0'}); set "
+                "data.val_fraction > 0 for val/ metrics, or remove the callback"
+            )
+
+
+def _validation_not_at_epoch_end(cfg: DictConfig) -> str | None:
+    """When validation runs, where that is not once at each training epoch's end; None where it is."""
+    every = OmegaConf.select(cfg, "trainer.check_val_every_n_epoch", default=1)
+    interval = OmegaConf.select(cfg, "trainer.val_check_interval", default=None)
+    if every != 1:
+        return f"every {every} epochs (trainer.check_val_every_n_epoch={every})" if every else "by steps"
+    if interval is not None and not (isinstance(interval, float) and interval == 1.0):
+        return f"at trainer.val_check_interval={interval}"
+    return None
 
 
 def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> None:
     """One batch of K samples of P classes through the backbone, then through the training step's hook
     sequence (:meth:`EmbeddingModule.dry_run_step`), without changing what training then draws or learns."""
-    x, y, indices = first_batch(datamodule)
+    x, y, indices = datamodule.first_batch()
     if torch.is_floating_point(x) and not torch.isfinite(x).all():
         bad = indices[~torch.isfinite(x.flatten(1)).all(1)].tolist()
         raise BadInput(

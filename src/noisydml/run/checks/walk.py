@@ -1,12 +1,13 @@
-"""The one walk of a composed config every check uses: the nodes that build an object, a key's value as
-typed, and a value as a user would type it back."""
+"""The one walk of a composed config every check uses: the nodes that build an object, the entries of a
+section of them, a key's value as typed, and a value as a user would type it back."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
-from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 ABSENT = object()
@@ -24,6 +25,20 @@ def target_nodes(node: Any, path: str = "") -> Iterator[tuple[str, DictConfig]]:
         yield from target_nodes(node._get_node(key), f"{path}.{key}" if path else str(key))
 
 
+def builds(node: Any) -> bool:
+    """Whether ``node`` is a config node that names the class it builds (a ``_target_``)."""
+    return isinstance(node, DictConfig) and "_target_" in node
+
+
+def entries(cfg: DictConfig, section: str) -> list[tuple[str, Any]]:
+    """``(key, node)`` of each entry of a section of objects, null ones included: a mapping's
+    (``callbacks.select``) or a list's (``trainer.plugins[0]``)."""
+    found = OmegaConf.select(cfg, section, default=None) or {}
+    if isinstance(found, ListConfig):
+        return [(f"{section}[{i}]", node) for i, node in enumerate(found)]
+    return [(f"{section}.{name}", node) for name, node in found.items()]
+
+
 def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """``(dotted key, value)`` of every leaf of a plain container (a config as ``to_container`` gives it)
     below ``path``: ``path`` itself for a value or an empty mapping, nothing for :data:`ABSENT`."""
@@ -36,13 +51,13 @@ def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
         yield path, value
 
 
-def raw(cfg: Any, key: str) -> Any:
+def raw(cfg: Any, key: str, default: Any = ABSENT) -> Any:
     """The value at the dotted ``key`` as written (an interpolation as its text, a node as a plain dict or
-    list), :data:`ABSENT` where there is none."""
+    list), ``default`` where there is none."""
     node = cfg
     for part in key.split("."):
         if not isinstance(node, DictConfig) or node._is_none() or part not in node:
-            return ABSENT
+            return default
         node = node._get_node(part)
     if isinstance(node, (DictConfig, ListConfig)):
         return None if node._is_none() else OmegaConf.to_container(node, resolve=False)
@@ -60,9 +75,11 @@ def shown(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def given_keys() -> set[str]:
-    """The keys set for this run on the command line (Hydra's ``overrides.task``: a sweep job's own values
-    included), not by a config file; none where the config was composed without Hydra."""
-    if not HydraConfig.initialized():
-        return set()
-    return {str(o).split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
+@functools.cache
+def import_target(path: str) -> Any:
+    """The object a ``_target_`` path names, imported once a process; None where it does not import in
+    this environment."""
+    try:
+        return get_object(path)
+    except Exception:
+        return None
