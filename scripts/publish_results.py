@@ -55,8 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--started",
         type=float,
-        help="when the reproduction command began (seconds since the epoch): the stamp then records its wall "
-        "time up to this step, the cores and --jobs",
+        nargs="+",
+        help="when each sitting of the reproduction began (seconds since the epoch; the make targets append "
+        "one at each call): the stamp then records its wall time, the cores and --jobs. A sitting stopped "
+        "before the next began (a machine taken back) counts up to the last file it wrote under the sweeps "
+        "that the next left as it was (so a job cut short and resumed counts once), and one that wrote none "
+        "of the files there now counts nothing",
     )
     parser.add_argument(
         "--wall-s",
@@ -110,12 +114,34 @@ def main(argv: list[str] | None = None) -> int:
         stamp["mixed_commits"] = True
     if args.started is not None or args.wall_s is not None:
         # The runs and their reports; this step (a report over all sweeps) adds a minute or two.
-        stamp["wall_s"] = args.wall_s if args.wall_s is not None else round(time.time() - args.started)
+        sittings = [args.wall_s] if args.wall_s is not None else sittings_of(args.started, args.sweeps)
+        stamp["wall_s"] = round(sum(sittings))
+        if len(sittings) > 1:
+            stamp["sittings"] = len(sittings)
         stamp["cores"] = os.cpu_count()
         stamp["jobs"] = args.jobs
     (target / STAMP).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
     print(f"{args.reproduction}: {runs_path.name}, {', '.join(kept)} and {STAMP} in {target}")
     return 0
+
+
+def sittings_of(starts: list[float], sweeps: list[Path]) -> list[float]:
+    """The seconds each sitting worked: the last runs until now; an earlier one until the last file written
+    under the sweeps (their folders and logs) before the next sitting began. Sittings that wrote none of the
+    files there now (their runs deleted since) are left out."""
+    starts = sorted(starts)
+    written = [
+        path.stat().st_mtime
+        for sweep in sweeps
+        for path in (sweep.with_name(sweep.name + ".log"), *sweep.rglob("*"))
+        if path.is_file()
+    ]
+    worked = []
+    for start, following in zip(starts, starts[1:], strict=False):
+        ends = [t for t in written if start <= t < following]
+        if ends:
+            worked.append(max(ends) - start)
+    return [*worked, time.time() - starts[-1]]
 
 
 def stamp_of(rows: list[dict[str, str]]) -> dict:

@@ -145,6 +145,26 @@ def test_publishing_keeps_the_tuning_without_the_machines_folders_and_times_the_
     assert 125 <= stamp["wall_s"] < 185 and stamp["jobs"] == 2 and stamp["cores"] == os.cpu_count()
 
 
+def test_a_reproduction_stopped_and_called_again_is_timed_by_the_sittings_that_wrote_its_runs(
+    sweeps, tmp_path
+):
+    sweep = shutil.copytree(sweeps["board"], tmp_path / "board")
+    now = time.time()
+    # A sitting whose runs were deleted since (nothing under the sweep is from then), one taken back after
+    # 100 s of work (its last file), and the one that goes on now, 125 s in.
+    stale, stopped, going_on = now - 5000, now - 1000, now - 125
+    files = [path for path in sweep.rglob("*") if path.is_file()]
+    for path in files:
+        os.utime(path, (going_on + 5, going_on + 5))
+    os.utime(files[0], (stopped + 100, stopped + 100))
+    results = tmp_path / "results"
+    starts = [str(t) for t in (going_on, stale, stopped)]
+    argv = ["board", str(sweep), "--results", str(results), "--started", *starts, "--jobs", "2"]
+    assert _publish(argv) == 0
+    stamp = json.loads((results / "board" / "stamp.json").read_text())
+    assert 225 <= stamp["wall_s"] < 285 and stamp["sittings"] == 2
+
+
 @pytest.mark.parametrize("folder", sorted(p.parent for p in (ROOT / "results").glob("*/runs.csv*")))
 def test_the_committed_results_are_what_their_runs_csv_gives(folder, tmp_path):
     draw_verdicts(runs_of(read_runs(folder)), tmp_path)

@@ -456,7 +456,8 @@ def _time_text(key: str, stamp: dict) -> str:
         return ""
     minutes = stamp["wall_s"] / 60
     cores, jobs = stamp.get("cores") or "?", stamp.get("jobs") or "?"
-    text = f" in {minutes:.0f} min on {cores} cores, {jobs} runs at a time"
+    sittings = f" ({stamp['sittings']} sittings)" if stamp.get("sittings") else ""
+    text = f" in {minutes:.0f} min{sittings} on {cores} cores, {jobs} runs at a time"
     budget = BUDGETS.get(key)
     if budget is None:
         return text
