@@ -26,14 +26,12 @@ from noisydml.run.checks.classes import parameter_default
 from noisydml.run.checks.walk import builds, entries, import_target, raw, shown, target_nodes
 from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
-from noisydml.utils.metric_names import better
+from noisydml.utils.metric_names import VALIDATION, better
 from noisydml.utils.quiet import quiet_lightning
 
 # The parts the run builds from a node of its own: built once here, before the data are read, so that
 # their constructors' checks refuse a value before anything costly (the data, the noise) is done.
 BUILT_EARLY = ("loss", "miner")
-# The validation stage the selection reads; test/, test_epoch/ and train/ are never selected on.
-VALIDATION = "val"
 # A callback's flag to act at the training epoch's end instead of after each validation (early stopping,
 # a checkpoint); Lightning's default, null, chooses by when validation runs.
 AT_TRAIN_EPOCH_END = ("check_on_train_epoch_end", "save_on_train_epoch_end")
@@ -295,9 +293,10 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
                 f"{key}={watched} is not a metric this run logs (it logs: {', '.join(logged) or 'none'}); "
                 f"choose one of them{hint}"
             )
-    names = [f"{VALIDATION}/{name}" for name in evaluator.names()]
-    stage = metric.split("/", 1)[0]
-    if stage != VALIDATION or metric not in names:
+    # The validation metrics the selection reads; test/, test_epoch/ and train/ are never selected on.
+    names = [f"{VALIDATION}{name}" for name in evaluator.names()]
+    if metric not in names:
+        stage = metric.split("/", 1)[0]
         what = {
             "test": (
                 "a test-split metric: selecting on it, or a sweeper optimising it, tunes on the test split"
@@ -305,7 +304,7 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
             "train": "a training metric, of the noisy training labels, not a validation one",
         }
         reason = what.get(stage.split("_")[0], "not a validation metric this run computes")
-        close = difflib.get_close_matches(f"{VALIDATION}/{metric.split('/', 1)[-1]}", names, n=1)
+        close = difflib.get_close_matches(f"{VALIDATION}{metric.split('/', 1)[-1]}", names, n=1)
         hint = f"; e.g. optimized_metric={close[0] if close else names[0] if names else 'val/recall@1'}"
         raise BadInput(f"optimized_metric={metric} is {reason}; choose one of: {', '.join(names)}{hint}")
     for key, node, monitor in callbacks:
@@ -314,7 +313,7 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
                 f"{key}.monitor={monitor} watches the test split, which would then choose the result; watch "
                 f"a validation metric, e.g. {key}.monitor={metric}"
             )
-        for flag in AT_TRAIN_EPOCH_END if monitor.startswith(f"{VALIDATION}/") else ():
+        for flag in AT_TRAIN_EPOCH_END if monitor.startswith(VALIDATION) else ():
             if node.get(flag) is True and (when := _validation_not_at_epoch_end(cfg)):
                 raise BadInput(
                     f"{key}.{flag}=true reads {monitor} at each training epoch's end, but validation runs "
