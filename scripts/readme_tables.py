@@ -36,6 +36,11 @@ MODE_WORDS = {
         "an AMD CPU emulated by qemu print the same digits (tests/test_numerics.py); a real Intel machine "
         "has not been compared."
     ),
+    "avx2": (
+        "In this mode the CPU libraries run their AVX2 and FMA kernels and no approximate instruction: an "
+        "Intel and an AMD CPU emulated by qemu print the same digits (tests/test_numerics.py); a real Intel "
+        "machine has not been compared, and a CPU without AVX2 refuses the mode."
+    ),
     "portable": (
         "In this mode the CPU libraries run generic kernels, but MKL's sqrt rounds differently on Intel "
         "and AMD CPUs (numerics=strict does not)."

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from noisydml.numerics import STRICT_ENV, apply_numerics, in_force
+from noisydml.numerics import STRICT_ENV, apply_numerics, has_avx2, in_force
 from noisydml.run.checks.folders import config_differences
 from noisydml.utils.errors import BadInput
 
@@ -25,16 +25,21 @@ TINY = ["trainer.max_epochs=1", "data.batches_per_epoch=2", "logger=csv"]
 QEMU = shutil.which("qemu-x86_64")
 # qemu's names of an Intel and an AMD CPU; both have AVX2, as the AVX2 kernels a native run would pick.
 EMULATED = {"intel": "Haswell", "amd": "EPYC"}
+HAS_AVX2 = has_avx2()
+# The emulated job's network: convolutions (oneDNN's kernels) and linear layers (MKL's).
+CONVOLUTIONS = ("backbone=lenet",)
 
 
-def _command(mode: str, run_dir: Path) -> list[str]:
-    return [NOISYDML, f"numerics={mode}", *TINY, f"hydra.run.dir={run_dir}"]
+def _command(mode: str, run_dir: Path, *overrides: str) -> list[str]:
+    return [NOISYDML, f"numerics={mode}", *TINY, *overrides, f"hydra.run.dir={run_dir}"]
 
 
-def _run(tmp_path: Path, mode: str, name: str | None = None, env: dict | None = None) -> dict:
+def _run(
+    tmp_path: Path, mode: str, name: str | None = None, env: dict | None = None, overrides: tuple = ()
+) -> dict:
     run_dir = tmp_path / (name or mode)
     out = subprocess.run(
-        _command(mode, run_dir),
+        _command(mode, run_dir, *overrides),
         cwd=tmp_path,
         env={**os.environ, "WANDB_MODE": "disabled", **(env or {})},
         capture_output=True,
@@ -61,6 +66,19 @@ def test_a_strict_run_computes_with_the_generic_kernels_and_records_them(tmp_pat
     assert by_hand["numerics"]["env"]["MKL_CBWR"] == "COMPATIBLE,STRICT"
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_AVX2, reason="this CPU has no AVX2 and FMA")
+def test_an_avx2_run_computes_with_the_avx2_kernels_other_numbers_than_strict(tmp_path):
+    avx2, strict = _run(tmp_path, "avx2"), _run(tmp_path, "strict")
+    assert avx2["numerics"]["mode"] == "avx2" and avx2["numerics"]["aten_cpu_capability"] == "AVX2"
+    assert avx2["numerics"]["env"]["DNNL_MAX_CPU_ISA"] == "AVX2"
+    assert avx2["numerics"]["env"]["MKL_CBWR"] == "COMPATIBLE,STRICT"
+    assert avx2["numerics"]["numpy_dispatched"] == []
+    # Another mode's numbers: a sweep never takes one mode's finished job for the other's.
+    assert avx2["metrics"] != strict["metrics"]
+    assert config_differences({"numerics": "strict"}, {"numerics": "avx2"}) == ["numerics"]
+
+
 def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     return checkpoint["state_dict"]
@@ -69,14 +87,18 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
 @pytest.mark.slow
 @pytest.mark.skipif(QEMU is None, reason="qemu-x86_64 is not installed (Debian: apt-get install qemu-user)")
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the host is not an x86-64 CPU")
-def test_a_strict_run_computes_the_same_bits_on_an_emulated_intel_and_amd_cpu(tmp_path):
+@pytest.mark.parametrize("mode", ["strict", "avx2"])
+def test_a_pinned_run_computes_the_same_bits_on_an_emulated_intel_and_amd_cpu(tmp_path, mode):
     """qemu-user runs the job as another CPU: its vendor, model and instruction set extensions, and
     rsqrtps and rcpps computed exactly where this CPU approximates them. A few steps of Adam through
-    sqrt, cdist and the whole evaluation end in the same weights and metrics as here."""
+    sqrt, cdist, the LeNet's convolutions (oneDNN) and linear layers (MKL) and the whole evaluation end in
+    the same weights and metrics as here."""
+    if mode == "avx2" and not HAS_AVX2:
+        pytest.skip("this CPU has no AVX2 and FMA")
     env = {**os.environ, "WANDB_MODE": "disabled"}
     emulated = {
         vendor: subprocess.Popen(
-            [QEMU, "-cpu", cpu, sys.executable, *_command("strict", tmp_path / vendor)],
+            [QEMU, "-cpu", cpu, sys.executable, *_command(mode, tmp_path / vendor, *CONVOLUTIONS)],
             cwd=tmp_path,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -85,18 +107,36 @@ def test_a_strict_run_computes_the_same_bits_on_an_emulated_intel_and_amd_cpu(tm
         )
         for vendor, cpu in EMULATED.items()
     }
-    host = _run(tmp_path, "strict", "host")
+    host = _run(tmp_path, mode, "host", overrides=CONVOLUTIONS)
     for vendor, process in emulated.items():
         _, stderr = process.communicate(timeout=1800)
         assert process.returncode == 0, stderr[-3000:]
         run = json.loads((tmp_path / vendor / "results.json").read_text())
-        assert run["numerics"]["mode"] == "strict"
+        assert run["numerics"]["mode"] == mode
         assert run["metrics"] == host["metrics"], vendor
         here, there = _weights(tmp_path / "host"), _weights(tmp_path / vendor)
         assert all(torch.equal(here[key], there[key]) for key in here), vendor
         assert (tmp_path / vendor / "csv" / "metrics.csv").read_bytes() == (
             tmp_path / "host" / "csv" / "metrics.csv"
         ).read_bytes(), vendor
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(QEMU is None, reason="qemu-x86_64 is not installed (Debian: apt-get install qemu-user)")
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the host is not an x86-64 CPU")
+def test_avx2_is_refused_on_a_cpu_without_it_before_anything_runs(tmp_path):
+    """An Intel Nehalem (2008, no AVX) emulated: ATen and oneDNN would quietly fall back to other kernels."""
+    out = subprocess.run(
+        [QEMU, "-cpu", "Nehalem", sys.executable, *_command("avx2", tmp_path / "run")],
+        cwd=tmp_path,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode != 0
+    assert "numerics=avx2: this CPU" in out.stderr and "lacks AVX2 or FMA" in out.stderr
+    assert "use numerics=strict" in out.stderr and not (tmp_path / "run" / "results.json").exists()
 
 
 def test_a_mode_torch_no_longer_follows_is_refused_leaving_the_environment_as_it_was(monkeypatch):
@@ -123,7 +163,7 @@ def test_a_pinning_variable_set_by_hand_claims_no_mode(monkeypatch):
 
 
 def test_an_unknown_mode_is_refused():
-    with pytest.raises(BadInput, match=r"numerics=fast is not an option; use one of: native, strict"):
+    with pytest.raises(BadInput, match=r"numerics=fast is not an option; use one of: native, strict, avx2"):
         apply_numerics("fast")
 
 

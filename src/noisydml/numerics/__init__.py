@@ -13,6 +13,12 @@ says otherwise. MKL's vector math computes a few functions (``sqrt`` among them)
 bits differ between Intel and AMD even in its ``COMPATIBLE`` branch: those are computed by numpy instead
 (:mod:`noisydml.numerics.vml`). It costs speed (scripts/bench/README.md, "Strict numerics").
 
+``numerics=avx2`` pins the same libraries one level up, to their AVX2 and FMA code (ATen's AVX2 kernels,
+oneDNN's AVX2 ISA, faiss's AVX2 kernels; MKL and numpy as in ``strict``): AVX2 and FMA are defined to the
+last bit, so the numbers are the same on every x86-64 CPU that has them (Intel since Haswell, AMD since
+Excavator), and the convolutions, which oneDNN computes, cost less. It is refused on a CPU without them,
+where the libraries would quietly fall back to other kernels. Its numbers are not ``strict``'s.
+
 The variables are read when the libraries load, so the mode is set before torch (and numpy) is
 imported: the ``noisydml`` command does it before a run starts, and a process whose torch already runs
 another mode refuses it. ``numerics=portable``, the first version of the mode, left those functions to
@@ -30,7 +36,7 @@ from omegaconf import DictConfig
 
 from noisydml.utils.errors import BadInput
 
-MODES = ("native", "strict")
+MODES = ("native", "strict", "avx2")
 RETIRED = {
     "portable": (
         "numerics=portable is retired: its sqrt (and with it Adam's steps and cdist) ran on MKL kernels "
@@ -56,6 +62,18 @@ STRICT_ENV = {
     ),
 }
 
+# The AVX2 level: every library that picks kernels by CPU held at AVX2 (with FMA), MKL (whose AVX2 branch
+# is not honoured on AMD CPUs) and numpy as in strict. faiss reads this variable's value in upper case only.
+AVX2_ENV = {
+    **STRICT_ENV,
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "DNNL_MAX_CPU_ISA": "AVX2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "FAISS_SIMD_LEVEL": "AVX2",
+}
+# Each pinned mode: its variables and the kernels ATen then reports running.
+PINNED = {"strict": (STRICT_ENV, "DEFAULT"), "avx2": (AVX2_ENV, "AVX2")}
+
 
 def apply_numerics(mode: str) -> None:
     """Set the environment of ``mode`` for the libraries this process has not loaded yet; refuse a mode
@@ -69,11 +87,19 @@ def apply_numerics(mode: str) -> None:
             f"numerics={mode}: torch was loaded in this process with numerics={in_force()}, and its kernels "
             "are chosen as it loads; run each numerics mode in its own process (not in one local sweep)"
         )
-    if mode == "strict":
-        os.environ.update(STRICT_ENV)
-        from noisydml.numerics import vml
+    if mode in PINNED:
+        env, capability = PINNED[mode]
+        os.environ.update(env)
+        from noisydml.numerics import vml  # loads torch, which reads the variables
 
         vml.install()
+        if capability == "AVX2" and not has_avx2():
+            # ATen runs the kernels ATEN_CPU_CAPABILITY names whatever the CPU (one without AVX2 dies of an
+            # illegal instruction at the first), oneDNN and faiss fall back without a word.
+            raise BadInput(
+                f"numerics={mode}: this CPU ({cpu_model()}) lacks AVX2 or FMA, whose kernels the mode runs; "
+                "use numerics=strict (any x86-64 CPU, slower, other numbers) or numerics=native"
+            )
 
 
 class PinNumerics(Callback):
@@ -85,21 +111,22 @@ class PinNumerics(Callback):
 
 
 def in_force() -> str:
-    """The mode this process computes with: ``strict`` when every pin of the mode holds, ``native`` when
-    none is set, else ``custom`` (pinning variables set by hand, which no mode vouches for)."""
+    """The mode this process computes with: a pinned mode (``strict``, ``avx2``) when every pin of it holds
+    and ATen runs its kernels, ``native`` when none is set, else ``custom`` (pinning variables set by hand,
+    which no mode vouches for)."""
     import torch
 
     from noisydml.numerics import vml
 
-    strict = (
-        vml.installed()
-        and torch.backends.cpu.get_cpu_capability() == "DEFAULT"
-        and all(os.environ.get(key) == value for key, value in STRICT_ENV.items())
-        and not numpy_dispatched_loops()
-    )
-    if strict:
-        return "strict"
-    if vml.installed() or any(key in os.environ for key in STRICT_ENV):
+    for mode, (env, capability) in PINNED.items():
+        if (
+            vml.installed()
+            and torch.backends.cpu.get_cpu_capability() == capability
+            and all(os.environ.get(key) == value for key, value in env.items())
+            and not numpy_dispatched_loops()
+        ):
+            return mode
+    if vml.installed() or any(key in os.environ for key in AVX2_ENV):
         return "custom"
     return "native"
 
@@ -125,6 +152,18 @@ def numerics_record() -> dict:
         "numpy_dispatched": numpy_dispatched_loops(),
         "env": {key: os.environ[key] for key in (*STRICT_ENV, "OPENBLAS_CORETYPE") if key in os.environ},
     }
+
+
+def has_avx2() -> bool:
+    """Whether the CPU has AVX2 and FMA, as its CPUID says (not ``/proc/cpuinfo``, which an emulator passes
+    through from the host)."""
+    import torch
+
+    capabilities = getattr(torch.cpu, "get_capabilities", None)
+    if capabilities is None:  # torch before 2.12: AVX2 alone (every CPU with AVX2 has FMA)
+        return bool(torch.cpu._is_avx2_supported())
+    found = capabilities()
+    return bool(found.get("avx2") and found.get("fma3"))
 
 
 def cpu_model() -> str:

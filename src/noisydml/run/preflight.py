@@ -17,6 +17,7 @@ from pytorch_lightning.loggers import WandbLogger
 from noisydml.callbacks.checkpointing import resume_checkpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.wandb_mode import choose_wandb_mode
+from noisydml.numerics import PINNED
 from noisydml.run.checks.config import check_config
 from noisydml.run.checks.folders import check_paths
 from noisydml.run.checks.library import (
@@ -49,7 +50,7 @@ def prepare(
         choose_wandb_mode()
         quiet_wandb()
     # A sum split over threads rounds differently with their number, which differs between machines.
-    threads = 1 if cfg.cpu_threads is None and cfg.get("numerics") == "strict" else cfg.cpu_threads
+    threads = 1 if cfg.cpu_threads is None and cfg.get("numerics") in PINNED else cfg.cpu_threads
     if threads is not None:
         torch.set_num_threads(threads)
     pl.seed_everything(cfg.seed, workers=True)

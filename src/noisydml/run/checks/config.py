@@ -11,6 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from noisydml.numerics import MODES
 from noisydml.run.checks.classes import check_classes
 from noisydml.run.checks.identity import check_identity, check_method
 from noisydml.run.checks.library import check_built
@@ -39,7 +40,7 @@ KEYS = (
     _rule("cpu_threads", int, 1, optional=True, eg=1),
     _rule("resume", str, options=("auto", "never")),
     _rule("resume_from", str, options=("last", "previous")),
-    _rule("numerics", str, options=("native", "strict")),
+    _rule("numerics", str, options=MODES),
     # 0: evaluate the backbone as it is (BDML's PCA baseline).
     _rule("trainer.max_epochs", int, 0, eg=20),
     _rule("trainer.check_val_every_n_epoch", int, 1, optional=True, eg=5),
