@@ -86,7 +86,7 @@ def test_runs_csv_gives_back_the_verdicts_the_run_folders_give(sweeps, tmp_path)
         "uniform",
         "0.5",
     )
-    assert row["numerics"] == "strict" and row["cpu_capability"] and row["commit"]
+    assert row["numerics"] == "avx2" and row["cpu_capability"] == "AVX2" and row["commit"]
     assert json.loads(row["versions"])["torch"] and float(row["wall_s"]) > 0
     assert (row["selected_epoch"], row["last_epoch"], row["test_best_epoch"]) == ("0", "0", "0")
     for metric in ("test/recall@1", "test_last/recall@1", "test_best_epoch/recall@1", "train/knn_start_auc"):
@@ -115,7 +115,7 @@ def test_publishing_writes_runs_csv_beside_comparisons_csv_drawn_from_it(publish
         assert filecmp.cmp(report.directory / name, published / name, shallow=False), name
     stamp = json.loads((published / "stamp.json").read_text())
     assert stamp["complete_runs"] == 9 and stamp["seeds"] == {"noisy_dml/board": [0, 1, 2]}
-    assert stamp["numerics"] == ["strict"] and len(stamp["versions"]) == 1
+    assert stamp["numerics"] == ["avx2"] and len(stamp["versions"]) == 1
     # The commit is the one the runs trained at, whatever checkout publishes; no time without --started.
     assert stamp["commit"] == stamp["versions"][0]["git_commit"] and "wall_s" not in stamp
 
@@ -247,7 +247,7 @@ def test_another_numerics_mode_is_said(sweeps, published, tmp_path, capsys):
     assert main(argv) == 0
     warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning: ")]
     assert len(warnings) == 3
-    assert warnings[0].startswith("warning: noise=uniform noise.rate=0.5 seed=0: numerics=strict at ")
+    assert warnings[0].startswith("warning: noise=uniform noise.rate=0.5 seed=0: numerics=avx2 at ")
     assert "numerics=native at " in warnings[0]
 
 

@@ -4,10 +4,10 @@ compute exactly what tests/golden/outputs.json holds (results.json's metrics and
 bytes of labels.csv and csv/metrics.csv). scripts/golden_outputs.py wrote it; a change that is meant to
 change results rewrites it in the same commit and says why.
 
-The jobs run in strict numerics (their experiments' files, and ``numerics=strict`` for the default run),
-which make the numbers the same on any x86-64 CPU with the same torch (tests/test_numerics.py shows it
-for an emulated Intel and AMD CPU); another torch (the GPU machines' stack) computes other roundings, so
-there the comparison is skipped, saying so."""
+The jobs run in pinned numerics (their experiments' files, ``avx2``, and ``numerics=strict`` for the default
+run), which make the numbers the same on any x86-64 CPU (with AVX2, for ``avx2``) with the same torch
+(tests/test_numerics.py shows it for an emulated Intel and AMD CPU); another torch (the GPU machines'
+stack) computes other roundings, so there the comparison is skipped, saying so."""
 
 from __future__ import annotations
 
