@@ -125,7 +125,8 @@ def test_a_pinned_run_computes_the_same_bits_on_an_emulated_intel_and_amd_cpu(tm
 @pytest.mark.skipif(QEMU is None, reason="qemu-x86_64 is not installed (Debian: apt-get install qemu-user)")
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the host is not an x86-64 CPU")
 def test_avx2_is_refused_on_a_cpu_without_it_before_anything_runs(tmp_path):
-    """An Intel Nehalem (2008, no AVX) emulated: ATen and oneDNN would quietly fall back to other kernels."""
+    """An Intel Nehalem (2008, no AVX) emulated: ATen would run its AVX2 kernels anyway, and die of an
+    illegal instruction at the first."""
     out = subprocess.run(
         [QEMU, "-cpu", "Nehalem", sys.executable, *_command("avx2", tmp_path / "run")],
         cwd=tmp_path,

@@ -17,7 +17,8 @@ bits differ between Intel and AMD even in its ``COMPATIBLE`` branch: those are c
 oneDNN's AVX2 ISA, faiss's AVX2 kernels; MKL and numpy as in ``strict``): AVX2 and FMA are defined to the
 last bit, so the numbers are the same on every x86-64 CPU that has them (Intel since Haswell, AMD since
 Excavator), and the convolutions, which oneDNN computes, cost less. It is refused on a CPU without them,
-where the libraries would quietly fall back to other kernels. Its numbers are not ``strict``'s.
+where ATen would run its AVX2 kernels anyway (and die of an illegal instruction) and oneDNN and faiss would
+fall back to other kernels without a word. Its numbers are not ``strict``'s.
 
 The variables are read when the libraries load, so the mode is set before torch (and numpy) is
 imported: the ``noisydml`` command does it before a run starts, and a process whose torch already runs
@@ -118,15 +119,13 @@ def in_force() -> str:
 
     from noisydml.numerics import vml
 
-    for mode, (env, capability) in PINNED.items():
-        if (
-            vml.installed()
-            and torch.backends.cpu.get_cpu_capability() == capability
-            and all(os.environ.get(key) == value for key, value in env.items())
-            and not numpy_dispatched_loops()
-        ):
-            return mode
-    if vml.installed() or any(key in os.environ for key in AVX2_ENV):
+    if vml.installed() and not numpy_dispatched_loops():
+        capability = torch.backends.cpu.get_cpu_capability()
+        for mode, (env, kernels) in PINNED.items():
+            if kernels == capability and all(os.environ.get(key) == value for key, value in env.items()):
+                return mode
+    # Both modes pin the same variables (to other values).
+    if vml.installed() or any(key in os.environ for key in STRICT_ENV):
         return "custom"
     return "native"
 
@@ -160,7 +159,7 @@ def has_avx2() -> bool:
     import torch
 
     capabilities = getattr(torch.cpu, "get_capabilities", None)
-    if capabilities is None:  # torch before 2.12: AVX2 alone (every CPU with AVX2 has FMA)
+    if capabilities is None:  # an older torch: AVX2 alone (every CPU with AVX2 has FMA)
         return bool(torch.cpu._is_avx2_supported())
     found = capabilities()
     return bool(found.get("avx2") and found.get("fma3"))
