@@ -155,3 +155,21 @@ def test_noise_of_the_training_split_is_saved_with_the_run(compose_config, tmp_p
     counts = np.bincount(Digits().splits().train.labels)
     exact = round(0.25 * counts.sum()) if "instance" in noise[0] else int(np.rint(0.25 * counts).sum())
     assert flipped + held_out == exact
+
+
+def test_a_run_trains_alike_whether_its_noise_classifier_is_trained_or_read_from_the_cache(
+    compose_config, tmp_path
+):
+    """The first job of a seed trains the noise's classifier, the next ones read its softmax from the
+    cache: their training (here dropout, which draws from torch's global generator) must not tell them
+    apart, or a board's numbers depend on which job came first and a fresh clone replays none of them."""
+    instance_dependent._MEMORY.clear()
+    setting = ("noise=instance_dependent", "noise.epochs=1", "noise.rate=0.25", "backbone.trunk.dropout=0.3")
+    metrics = []
+    for run in ("trained", "cached"):
+        cfg = compose_config(*setting, f"paths.data_dir={tmp_path / 'data'}", run=run)
+        train(cfg)
+        results = json.loads((Path(cfg.paths.output_dir) / "results.json").read_text())
+        assert results["noise"]["details"]["softmax"].startswith(run)
+        metrics.append(results["metrics"])
+    assert metrics[0] == metrics[1]

@@ -234,6 +234,13 @@ def test_a_reproduction_without_results_says_so_and_one_with_them_shows_its_verd
         claims.write_claims_csv([verdict], tmp_path / key / "claims.csv")
         (tmp_path / key / "stamp.json").write_text(json.dumps(timed))
         assert said in tables.detail(tmp_path), key
+    # Runs a later commit changed on purpose: their noise, the commit and why, and that a re-run is due.
+    change = {"commit": "fedcba9876", "noise": ["instance_dependent"], "why": "the noise draws no more"}
+    (folder / "stamp.json").write_text(json.dumps({**stamp, "changed_since": [change]}))
+    assert (
+        "; its instance_dependent runs compute other numbers since fedcba9 (the noise draws no more): re-run "
+        "pending" in tables.detail(tmp_path)
+    )
 
 
 def test_the_readme_says_where_methods_beat_the_training_free_reference_and_where_not(tmp_path: Path) -> None:

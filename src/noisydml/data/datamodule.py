@@ -17,6 +17,7 @@ from noisydml.noise import NoisyLabels, summarize
 from noisydml.noise.protocols import SplitNoise
 from noisydml.utils.atomic import atomic_write
 from noisydml.utils.checks import Rule, check_fraction, check_value
+from noisydml.utils.random_state import streams_kept
 
 # Second words of the seeds of the draws that hide labels and hold out the validation split, so they are
 # independent of each other and of the sampler's (seed, epoch) streams.
@@ -156,10 +157,13 @@ class MetricDataModule(pl.LightningDataModule):
         # Before the noise is drawn: dropping unreadable files changes the indices it is drawn over.
         self.skipped_inputs = self.splits.train.verify() + self.splits.test.verify()
         # Most models need only the labels; an imported list matches image paths, k-means clusters features.
-        if isinstance(self.noise, SplitNoise):
-            noisy = self.noise.apply_to(self.splits.train)
-        else:
-            noisy = self.noise.apply(self.splits.train.labels)
+        # The process's random streams are left as the noise model found them: what it takes from them (its
+        # classifier trained, or its softmax read from a cache) changes nothing that training draws after.
+        with streams_kept():
+            if isinstance(self.noise, SplitNoise):
+                noisy = self.noise.apply_to(self.splits.train)
+            else:
+                noisy = self.noise.apply(self.splits.train.labels)
         drawn = noisy.observed
         if self.val_fraction > 0:
             held_out = self._held_out(noisy.observed)

@@ -10,13 +10,13 @@ MLP), so a learned embedding matters where on digits or MNIST the pixels nearly 
 from __future__ import annotations
 
 import functools
-import random
 
 import numpy as np
 import torch
 from mnist1d.data import get_dataset_args, make_dataset
 
 from noisydml.data.digits import Digits
+from noisydml.utils.random_state import streams_kept
 
 
 class MNIST1D(Digits):
@@ -100,12 +100,8 @@ def _generate(items: tuple) -> tuple[np.ndarray, np.ndarray]:
     # Only the generation arguments are set; the package's url (its download path) is never read here.
     for key, value in items:
         setattr(args, key, list(value) if isinstance(value, tuple) else value)
-    state, numpy_state = random.getstate(), np.random.get_state()  # noqa: NPY002
-    try:
+    with streams_kept():
         data = make_dataset(args)
-    finally:
-        random.setstate(state)
-        np.random.set_state(numpy_state)  # noqa: NPY002
     signals = np.concatenate([data["x"], data["x_test"]]).astype(np.float32)
     labels = np.concatenate([data["y"], data["y_test"]]).astype(np.int64)
     signals.setflags(write=False)

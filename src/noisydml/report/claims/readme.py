@@ -437,9 +437,15 @@ def stamp_line(folder: Path, rows: list[dict] | None, command: str) -> str:
         commit = f"{len(listed)} commits, MIXED ({commit}: its runs are not one version's)"
     cpus = "; ".join(stamp.get("cpu") or ["?"])
     runs = f", {stamp['complete_runs']} runs" if stamp.get("complete_runs") else ""
+    # The runs a later commit changed on purpose (the stamp's changed_since, added by hand with that commit).
+    changed = "".join(
+        f"; its {', '.join(c['noise'])} runs compute other numbers since {c['commit'][:7]} ({c['why']}): "
+        "re-run pending"
+        for c in stamp.get("changed_since", [])
+    )
     return (
         f"`{command}` at {commit} on {cpus}, numerics {'/'.join(stamp.get('numerics') or ['?'])}; "
-        f"{seeds}{runs}" + _time_text(folder.name, stamp)
+        f"{seeds}{runs}" + _time_text(folder.name, stamp) + changed
     )
 
 
