@@ -1,7 +1,8 @@
 """Every GPU path of the runner, trained for two steps and evaluated: mixed precision (bf16, fp16),
 channels_last with cuDNN autotuning, torch.compile, pinned-memory loading from worker processes, the
 decoded-image cache, GPU evaluation (torch engine, faiss GPU where installed, CPU fallback), SIGTERM
-and resume, and DDP over NCCL on every GPU of the machine.
+and resume, DDP over NCCL on every GPU of the machine, and the GPU's random stream after a block that
+draws on it (noisydml.utils.random_state).
 
 Tests and cases marked ``gpu`` skip without CUDA (conftest.py). Where a path also exists on a CPU, a
 ``"cpu"`` case of the same test runs it there (marked ``slow``), so the test's own code is exercised by
@@ -169,3 +170,36 @@ def test_ddp_over_nccl_on_every_gpu(tmp_path):
     results = json.loads((run_dir / "results.json").read_text())
     assert results["config"]["trainer"]["devices"] == devices
     assert_scored(results["metrics"])
+
+
+# A fresh process each: whether CUDA has started before the block is the case under test.
+DRAWS_AFTER_A_BLOCK = """
+import sys
+import torch
+from noisydml.utils.random_state import streams_kept
+torch.manual_seed(5)
+if sys.argv[1] == "started before":
+    torch.cuda.init()
+if sys.argv[2] == "block draws":
+    with streams_kept():
+        torch.rand(4, device="cuda")
+print(torch.rand(4, device="cuda").tolist())
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("started", ["started before", "started in the block"])
+def test_what_a_block_draws_on_the_gpu_leaves_the_draws_after_it_alone(started):
+    """The noise models' classifiers train on the GPU where there is one, and a cache hit trains nothing:
+    a run's GPU draws after the noisy labels must not depend on which, whether or not CUDA had started."""
+    after = [
+        subprocess.run(
+            [sys.executable, "-c", DRAWS_AFTER_A_BLOCK, started, block],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        ).stdout
+        for block in ("block draws", "no block")
+    ]
+    assert after[0] == after[1]

@@ -172,15 +172,15 @@ def _instrument(clock: PhaseClock) -> None:
         evaluation._EvaluationLoop.run = classified
 
 
-def runner_child(arguments: list[str]) -> dict:
+def runner_child(arguments: list[str], numerics: str) -> dict:
     """Run the sweep in this process with the phase timers; the phases' CPU seconds."""
     started = time.process_time()
     clock = PhaseClock()
     from noisydml.numerics import apply_numerics
     from noisydml.run import cli
 
-    # The experiments compute with strict numerics, which must be in force before torch loads.
-    apply_numerics("strict")
+    # The experiment's numerics mode (its composed config's), which must be in force before torch loads.
+    apply_numerics(numerics)
 
     # The imports a run makes before its first job: the trainer's modules (torch, Lightning, faiss).
     import noisydml.run.train  # noqa: F401
@@ -220,15 +220,15 @@ def plain_child(config_path: Path, jobs: int) -> dict:
     import copy
     import importlib
 
+    import yaml
+
     from noisydml.numerics import apply_numerics
 
-    apply_numerics("strict")
+    config = yaml.safe_load(config_path.read_text())
+    apply_numerics(config["numerics"])
 
     import numpy as np
     import torch
-    import yaml
-
-    config = yaml.safe_load(config_path.read_text())
 
     def targets(node):
         if isinstance(node, dict):
@@ -365,7 +365,15 @@ def contenders(experiment: str, jobs: int, work: Path, old: Path | None) -> dict
     config = compose_resolved(experiment, work / "plain")
     found = {
         "plain loop": [*me, "--child", "plain", "--config", str(config), "--jobs", str(jobs), str(jobs)],
-        "noisydml": [*me, "--child", "runner", "--", *sweep_arguments(experiment, jobs, work / "new")],
+        "noisydml": [
+            *me,
+            "--child",
+            "runner",
+            "--config",
+            str(config),
+            "--",
+            *sweep_arguments(experiment, jobs, work / "new"),
+        ],
     }
     if old is not None:
         python = old / ".venv" / "bin" / "python"
@@ -455,7 +463,9 @@ def main() -> None:
     args, rest = parser.parse_known_args()
     rest = [a for a in rest if a != "--"]
     if args.child == "runner":
-        print(json.dumps(runner_child(rest)))
+        import yaml
+
+        print(json.dumps(runner_child(rest, yaml.safe_load(args.config.read_text())["numerics"])))
         return
     if args.child == "old":
         print(json.dumps(old_child(rest)))
