@@ -94,6 +94,22 @@ def test_instance_dependent_on_a_trained_classifier_is_exact_deterministic_and_c
     assert not np.array_equal(other.observed, noisy.observed)
 
 
+def test_a_softmax_cached_under_one_numerics_mode_is_not_read_under_another(tmp_path, monkeypatch):
+    """The flips at the boundary follow the softmax's last bits, which the kernels decide: labels drawn
+    under numerics=avx2 come from a classifier trained under avx2, never from one a strict run cached."""
+    instance_dependent._MEMORY.clear()
+    train = Digits().splits().train
+    monkeypatch.setattr(instance_dependent, "in_force", lambda: "strict")
+    strict = InstanceDependentNoise(0.3, seed=0, epochs=1, cache_dir=tmp_path)
+    strict.apply_to(train)
+    monkeypatch.setattr(instance_dependent, "in_force", lambda: "avx2")
+    avx2 = InstanceDependentNoise(0.3, seed=0, epochs=1, cache_dir=tmp_path)
+    avx2.apply_to(train)
+    assert (strict.report["softmax"], avx2.report["softmax"]) == ("trained", "trained")
+    assert avx2.report["cache_key"] != strict.report["cache_key"]
+    assert len(list((tmp_path / "instance_dependent").iterdir())) == 2
+
+
 def test_instance_dependent_takes_a_configured_trunk():
     signals = torch.randn(40, 1, 40)
     split = TensorDataset(signals, np.repeat(np.arange(4), 10))

@@ -79,6 +79,27 @@ def test_an_avx2_run_computes_with_the_avx2_kernels_other_numbers_than_strict(tm
     assert config_differences({"numerics": "strict"}, {"numerics": "avx2"}) == ["numerics"]
 
 
+@pytest.mark.parametrize(("mode", "kernels"), [("strict", "Nehalem"), ("avx2", "Haswell")])
+def test_a_pinned_mode_runs_numpys_and_faiss_openblas_at_its_kernels(mode, kernels):
+    """numpy's and faiss's OpenBLAS pick kernels by CPU (AVX-512 ones where the CPU has them, which round a
+    search's distances and a linear model's solution otherwise than AVX2's): a pinned mode names them, over
+    any value the environment brings."""
+    if mode == "avx2" and not HAS_AVX2:
+        pytest.skip("this CPU has no AVX2 and FMA")
+    script = (
+        "import json, sys\n"
+        "from noisydml.numerics import apply_numerics\n"
+        "apply_numerics(sys.argv[1])\n"
+        "import faiss, numpy, threadpoolctl\n"
+        "print(json.dumps([i['architecture'] for i in threadpoolctl.threadpool_info()"
+        " if i['internal_api'] == 'openblas']))\n"
+    )
+    env = {**os.environ, "OPENBLAS_CORETYPE": "SkylakeX"}
+    out = subprocess.run([sys.executable, "-c", script, mode], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1]) == [kernels, kernels]
+
+
 def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     return checkpoint["state_dict"]

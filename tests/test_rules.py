@@ -218,6 +218,18 @@ def test_a_run_its_clock_cut_short_is_recorded_stopped_not_finished(compose_conf
     assert read_run(Path(cfg.paths.output_dir)).status != COMPLETE
 
 
+def test_a_last_epoch_its_clock_cut_short_is_recorded_stopped_not_finished(compose_config):
+    # Lightning counts the epoch the clock stopped as completed: one epoch of 100,000 batches, cut at a
+    # second, must not read as the one epoch asked for.
+    cfg = compose_config(
+        "trainer.max_epochs=1", "+trainer.max_time=00:00:00:01", "data.batches_per_epoch=100000"
+    )
+    train(cfg)
+    results = _status(cfg)
+    assert results["status"] == "stopped"
+    assert results["reason"].startswith("trainer.max_time=00:00:00:01 stopped training after 0 of ")
+
+
 def test_a_writer_whose_name_leads_out_of_the_run_is_refused_before_it_writes(compose_config, tmp_path):
     cfg = compose_config("logger=csv", "logger.csv.name=../../escape")
     with pytest.raises(

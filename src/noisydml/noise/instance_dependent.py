@@ -15,8 +15,8 @@ and break ties in the probability by NumPy's unstable argsort; here the count ro
 count of this package, and ties go to the lower index.
 
 Training the classifier costs seconds to minutes, so its averaged softmax is cached per training split,
-classifier and seed: in memory for the jobs of a sweep in one process, and in ``cache_dir`` on disk for
-the jobs of other processes, so every method of a comparison trains on the same labels.
+classifier, seed and numerics mode: in memory for the jobs of a sweep in one process, and in ``cache_dir``
+on disk for the jobs of other processes, so every method of a comparison trains on the same labels.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from noisydml.noise.models import (
     warn_high_rate,
 )
 from noisydml.noise.protocols import TrainingSplit
+from noisydml.numerics import in_force
 from noisydml.utils.atomic import atomic_write
 from noisydml.utils.checks import INF, Rule, check_value
 
@@ -147,13 +148,16 @@ class InstanceDependentNoise:
         return self.apply(labels, probabilities)
 
     def _key(self, inputs: torch.Tensor, class_index: np.ndarray) -> str:
-        """What the averaged softmax depends on: the inputs, the labels, the classifier and its training."""
+        """What the averaged softmax depends on: the inputs, the labels, the classifier, its training and the
+        numerics mode it computed in."""
         digest = hashlib.sha256()
         digest.update(inputs.numpy().tobytes())
         digest.update(str(tuple(inputs.shape)).encode())
         digest.update(class_index.astype(np.int64).tobytes())
         settings = (repr(self._network(inputs, int(class_index.max()) + 1)), self.epochs, self.batch_size)
-        settings += (self.lr, self.momentum, self.seed, torch.__version__, _device().type)
+        # The softmax's last bits, and with them the flips at the boundary, depend on the kernels that
+        # computed it: a classifier trained under numerics=strict is not one trained under avx2.
+        settings += (self.lr, self.momentum, self.seed, torch.__version__, _device().type, in_force())
         digest.update(repr(settings).encode())
         return digest.hexdigest()
 

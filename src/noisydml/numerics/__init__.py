@@ -8,17 +8,18 @@ Float sums then round differently on different CPUs and a small training run, be
 elsewhere: the default digits run's test Recall@1 differs in the second decimal between machines. Strict,
 the kernels are the generic ones: PyTorch's unvectorised ATen kernels, MKL's conditional numerical
 reproducibility in its ``COMPATIBLE`` branch (``STRICT``: independent of the thread count too), oneDNN up
-to SSE4.1, faiss's generic kernels, numpy's baseline loops, and one torch thread unless ``cpu_threads``
-says otherwise. MKL's vector math computes a few functions (``sqrt`` among them) with instructions whose
-bits differ between Intel and AMD even in its ``COMPATIBLE`` branch: those are computed by numpy instead
-(:mod:`noisydml.numerics.vml`). It costs speed (scripts/bench/README.md, "Strict numerics").
+to SSE4.1, faiss's generic kernels, the OpenBLAS of numpy and of faiss at its SSE kernels, numpy's baseline
+loops, and one torch thread unless ``cpu_threads`` says otherwise. MKL's vector math computes a few
+functions (``sqrt`` among them) with instructions whose bits differ between Intel and AMD even in its
+``COMPATIBLE`` branch: those are computed by numpy instead (:mod:`noisydml.numerics.vml`). It costs speed
+(scripts/bench/README.md, "Strict numerics").
 
 ``numerics=avx2`` pins the same libraries one level up, to their AVX2 and FMA code (ATen's AVX2 kernels,
-oneDNN's AVX2 ISA, faiss's AVX2 kernels; MKL and numpy as in ``strict``): AVX2 and FMA are defined to the
-last bit, so the numbers are the same on every x86-64 CPU that has them (Intel since Haswell, AMD since
-Excavator), and the convolutions, which oneDNN computes, cost less. It is refused on a CPU without them,
-where ATen would run its AVX2 kernels anyway (and die of an illegal instruction) and oneDNN and faiss would
-fall back to other kernels without a word. Its numbers are not ``strict``'s.
+oneDNN's AVX2 ISA, faiss's AVX2 kernels, OpenBLAS's Haswell kernels; MKL and numpy as in ``strict``): AVX2
+and FMA are defined to the last bit, so the numbers are the same on every x86-64 CPU that has them (Intel
+since Haswell, AMD since Excavator), and the convolutions, which oneDNN computes, cost less. It is refused
+on a CPU without them, where ATen would run its AVX2 kernels anyway (and die of an illegal instruction) and
+oneDNN and faiss would fall back to other kernels without a word. Its numbers are not ``strict``'s.
 
 The variables are read when the libraries load, so the mode is set before torch (and numpy) is
 imported: the ``noisydml`` command does it before a run starts, and a process whose torch already runs
@@ -54,6 +55,10 @@ STRICT_ENV = {
     # FAISS_OPT_LEVEL chooses among separately built libraries, of which the wheel ships one): unset, it
     # runs AVX-512 where the CPU has it, and full-ranking distances differ in the last bit from AVX2's.
     "FAISS_SIMD_LEVEL": "NONE",
+    # numpy and faiss each bring an OpenBLAS that picks its kernels by CPU (numpy's runs AVX-512 kernels on
+    # a CPU that has them, AVX2 ones on one that has not, and a faiss search's distances and a linear
+    # model's solutions differ in the last bits between them): the SSE kernels, which both libraries have.
+    "OPENBLAS_CORETYPE": "Nehalem",
     # Every loop numpy dispatches by CPU, in numpy >= 2.4's names and in older ones' (a name a numpy does
     # not know is ignored, with an ImportWarning): its AVX-512 and AVX2 sorts order ties otherwise, and
     # its AVX-512 float64 log rounds otherwise, than its baseline loops.
@@ -71,6 +76,7 @@ AVX2_ENV = {
     "DNNL_MAX_CPU_ISA": "AVX2",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "FAISS_SIMD_LEVEL": "AVX2",
+    "OPENBLAS_CORETYPE": "Haswell",
 }
 # Each pinned mode: its variables and the kernels ATen then reports running.
 PINNED = {"strict": (STRICT_ENV, "DEFAULT"), "avx2": (AVX2_ENV, "AVX2")}
@@ -149,7 +155,7 @@ def numerics_record() -> dict:
         "cpu": cpu_model(),
         "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "numpy_dispatched": numpy_dispatched_loops(),
-        "env": {key: os.environ[key] for key in (*STRICT_ENV, "OPENBLAS_CORETYPE") if key in os.environ},
+        "env": {key: os.environ[key] for key in STRICT_ENV if key in os.environ},
     }
 
 

@@ -223,13 +223,17 @@ def _train(
 
 
 def _stopped_by_clock(trainer) -> int | None:
-    """The epochs trained, where ``trainer.max_time`` ended training before ``trainer.max_epochs`` (a run
-    with no epoch limit ends by its clock as configured)."""
+    """The whole epochs trained, where ``trainer.max_time`` ended training before ``trainer.max_epochs``
+    did (a run with no epoch limit ends by its clock as configured). Lightning counts an epoch the clock
+    cut short as completed, the last one included: its batches say it was not."""
     timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
     remaining = timer.time_remaining("train") if timer is not None else None
     if remaining is None or remaining > 0 or trainer.max_epochs in (None, -1):
         return None
-    return trainer.current_epoch if trainer.current_epoch < trainer.max_epochs else None
+    epochs = trainer.current_epoch
+    if epochs and trainer.fit_loop.epoch_loop.batch_progress.current.completed < trainer.num_training_batches:
+        epochs -= 1
+    return epochs if epochs < trainer.max_epochs else None
 
 
 def load_weights(model: torch.nn.Module, path: str) -> None:
