@@ -18,7 +18,8 @@ PACKAGE = ROOT / "src" / "noisydml"
 # (__version__, CONFIG_DIR), which every layer may read.
 LAYERS = (
     ("noisydml", "utils"),
-    ("metrics", "noise", "miners", "models", "numerics"),
+    ("numerics",),
+    ("metrics", "noise", "miners", "models"),
     ("core",),
     ("data", "losses"),
     ("callbacks", "loggers"),

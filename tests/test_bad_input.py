@@ -209,7 +209,16 @@ BAD_INPUTS = [
         ["noise=from_file"],
         r"noise.root \(noise=from_file\) cannot be resolved: .*dataset.root",
     ),
+    (
+        ["noise=from_file", "noise.root=/nonexistent"],
+        r"noise.path \(noise=from_file\) is mandatory and has no value \(\?\?\? in its config\); set it",
+    ),
     (["dataset=cub", "paths.data_dir=/nonexistent"], r"cub: images.txt not found under dataset.root"),
+    (
+        ["dataset=features", "dataset.root={data}/no_test", "backbone.trunk.in_features=8"],
+        r"the data set PrecomputedFeatures at dataset.root=.*/no_test: its test split is empty \(its folder, "
+        r"file or split keys leave it no sample\); check dataset.root and the split keys",
+    ),
     (
         ["dataset=features", "dataset.root={data}/nan", "backbone.trunk.in_features=8"],
         r"features.npz has 2 rows of NaN or infinite features \(rows 3, 7\); fix or drop them",
@@ -379,6 +388,11 @@ BAD_INPUTS = [
     (
         ["+trainer.val_check_interval=1000"],
         r"trainer.val_check_interval=1000 is more batches than an epoch's [0-9]+, so no epoch would validate",
+    ),
+    (
+        ["+trainer.val_check_interval=0.5"],
+        r"trainer.val_check_interval=0.5 validates within an epoch, but a run that holds out a validation "
+        r"split selects, records and tests whole epochs; drop it",
     ),
     (["+trainer.limit_val_batches=0.01"], r"trainer.limit_val_batches=0.01 of 1 batch rounds to none"),
     (["+trainer.accumulate_grad_batches=0"], r"trainer.accumulate_grad_batches=0 must be >= 1"),
@@ -581,11 +595,13 @@ def data(tmp_path: Path) -> Path:
         np.repeat(np.arange(4), 6),
         np.tile(["train", "train", "train", "test", "test", "test"], 4),
     )
-    for name in ("good", "nan", "corrupt", "one_class", "named"):
+    for name in ("good", "nan", "corrupt", "one_class", "named", "no_test"):
         (tmp_path / "features" / name).mkdir(parents=True)
     np.savez(tmp_path / "features" / "good" / "features.npz", features=features, labels=labels, split=split)
     one = tmp_path / "features" / "one_class" / "features.npz"
     np.savez(one, features=features, labels=np.zeros_like(labels), split=split)
+    no_test = tmp_path / "features" / "no_test" / "features.npz"
+    np.savez(no_test, features=features, labels=labels, split=np.full(len(labels), "train"))
     named = tmp_path / "features" / "named" / "features.npz"
     np.savez(named, features=features, labels=np.array(list("abcd")).repeat(6), split=split)
     features[[3, 7]] = np.nan
@@ -780,6 +796,10 @@ def test_the_other_commands_refuse_bad_folders_stores_and_values_in_one_line(tmp
         (
             _report(str(tmp_path / "runs"), "--out", "/proc/noisydml"),
             "noisydml-report: --out=/proc/noisydml cannot be written",
+        ),
+        (
+            _report(str(tmp_path / "runs"), "--name", ".."),
+            "noisydml-report: --name '..' is not a folder name (the report goes in <--out>/<--name>)",
         ),
         (_report(str(tmp_path / "runs")), f"noisydml-report: no runs under {tmp_path / 'runs'}"),
         (

@@ -216,6 +216,18 @@ def test_noisy_training_split_is_scored_by_clean_labels():
         MetricDataModule(Digits(), NoNoise(), P=2, K=10, score_train="clean")
 
 
+def test_the_boolean_spellings_of_the_label_options_mean_their_options(compose_config):
+    """`data.val_labels=true` (the docs' spelling) and `data.score_train=false` arrive as booleans."""
+    module = instantiate(
+        compose_config("data.val_labels=true", "data.score_train=false").data, Digits(), NoNoise()
+    )
+    assert (module.val_labels, module.score_train) == ("true", None)
+    module = instantiate(
+        compose_config("data.val_labels=false", "data.score_train=true").data, Digits(), NoNoise()
+    )
+    assert (module.val_labels, module.score_train) == ("observed", "true")
+
+
 def test_even_odd_run_reports_train_digit_recall(compose_config):
     # Every training image trained on, the last epoch tested (no hold-out, nothing selected): one test.
     cfg = compose_config(f"experiment={EVEN_ODD[0]}", "data.K=10", "seed=0")

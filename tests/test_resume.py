@@ -287,6 +287,19 @@ def test_a_checkpoint_continues_only_the_config_that_wrote_it(compose_config, ca
     assert json.loads((run_dir / "results.json").read_text())["config"]["noise"]["rate"] == 0.4
 
 
+def test_a_run_started_over_keeps_nothing_the_run_before_it_computed(compose_config):
+    """resume=never over a killed run that had selected an epoch: a run that selects none must not leave
+    that run's best.ckpt, which would read as the weights it tested."""
+    killed = compose_config(*RUN, *KILL, "data.val_fraction=0.2")
+    with pytest.raises(SystemExit):
+        train(killed)
+    run_dir = Path(killed.paths.output_dir)
+    assert (run_dir / "checkpoints" / "best.ckpt").is_file()
+    train(compose_config(*RUN, "data.val_fraction=0", "resume=never"))
+    assert not (run_dir / "checkpoints" / "best.ckpt").exists()
+    assert json.loads((run_dir / "results.json").read_text())["config"]["data"]["val_fraction"] == 0
+
+
 def test_a_checkpoint_that_does_not_fit_says_no_space_left_and_keeps_the_last_one(tmp_path):
     """A full disk, as a file-size limit: torch's own message would be "unexpected pos"."""
     last = tmp_path / "last.ckpt"

@@ -244,6 +244,8 @@ def test_a_writer_whose_name_leads_out_of_the_run_is_refused_before_it_writes(co
     [
         (["name=../../.."], "name=../../.. leads out of outputs/runs/"),
         (["name="], "name= is empty, but a run's folder is outputs/runs/<name>/<time>"),
+        (["name=."], "name=. names no folder, but a run's folder is outputs/runs/<name>/<time>"),
+        (["-m", "seed=0,1", "name=./"], "name=./ names no folder, but a run's folder is outputs/runs/"),
         (["-m", "seed=0", "hydra.sweep.dir={finished}"], "hydra.sweep.dir={finished} is a run's folder"),
     ],
 )
@@ -364,3 +366,53 @@ def test_an_evaluation_keeps_its_runs_config_but_what_it_reads(tmp_path, finishe
         f"noisydml-eval: {override} departs from the config {finished} trained with ({why}"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["finished"]
+
+
+def test_an_evaluation_into_its_training_runs_folder_is_refused_leaving_the_run_as_it_was(tmp_path, finished):
+    (finished / ".hydra" / "overrides.yaml").write_text("- noise.rate=0.2\n")
+    (finished / "checkpoints").mkdir()
+    (finished / "checkpoints" / "best.ckpt").write_bytes(b"weights")
+    (finished / "results.json").write_text(json.dumps({"status": "interrupted"}))
+    before = sorted(p.relative_to(finished) for p in finished.rglob("*"))
+    arguments = [f"ckpt_path={finished}/checkpoints/best.ckpt", f"hydra.run.dir={finished}"]
+    out = _command("noisydml-eval", arguments, tmp_path)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    assert out.stderr.startswith(
+        f"noisydml-eval: hydra.run.dir={finished} is the run that wrote the checkpoint, whose checkpoints"
+    )
+    assert sorted(p.relative_to(finished) for p in finished.rglob("*")) == before
+
+
+def test_a_search_that_would_look_for_the_worst_trial_is_refused_before_its_first_trial_trains(tmp_path):
+    arguments = ["-m", "hparams_search=rdml_eta", "hydra.sweeper.direction=minimize"]
+    out = _command("noisydml", [*arguments, "hydra.sweeper.n_trials=1", "logger=csv"], tmp_path)
+    assert out.returncode == 1
+    assert (
+        "hydra.sweeper.direction=minimize searches for the worst trial: optimized_metric=val/recall@1 is "
+        "better higher; use hydra.sweeper.direction=maximize\n" in out.stderr
+    )
+    assert list(tmp_path.rglob("results.json")) == [] and list(tmp_path.rglob("*.ckpt")) == []
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ("hydra.output_subdir=.hydra", "a run writes its .hydra/ itself, once its folder is known"),
+        ("hydra.job.chdir=true", "a run reads the config's relative paths (data, outputs, caches) from"),
+    ],
+)
+def test_a_hydra_setting_a_run_relies_on_is_kept(tmp_path, argument, message):
+    out = _command("noisydml", [argument, "trainer.max_epochs=1"], tmp_path)
+    assert out.returncode == 1
+    assert out.stderr.startswith(f"{argument} is not a setting noisydml runs with: {message}")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argument", ["hydra.sweeper.n_trials=3", "hydra/launcher=slurm", "hydra.launcher.timeout_min=3"]
+)
+def test_a_sweeps_setting_in_a_single_run_is_refused_not_ignored(tmp_path, argument):
+    out = _command("noisydml", [argument, "trainer.max_epochs=1"], tmp_path)
+    assert out.returncode == 1
+    assert out.stderr.startswith(f"{argument} is read only by a sweep (its sweeper or launcher)")
+    assert list(tmp_path.iterdir()) == []

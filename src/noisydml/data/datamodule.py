@@ -17,6 +17,7 @@ from noisydml.noise import NoisyLabels, summarize
 from noisydml.noise.protocols import SplitNoise
 from noisydml.utils.atomic import atomic_write
 from noisydml.utils.checks import Rule, check_fraction, check_value
+from noisydml.utils.errors import BadInput
 from noisydml.utils.random_state import streams_kept
 
 # Second words of the seeds of the draws that hide labels and hold out the validation split, so they are
@@ -105,7 +106,7 @@ class MetricDataModule(pl.LightningDataModule):
         unlabeled_fraction: float = 0.0,
         val_fraction: float = 0.0,
         val_split: str = "auto",
-        val_labels: str = "observed",
+        val_labels: str | bool = "observed",
         test_at_validation: bool = False,
         score_train: str | bool | None = None,
         filter=None,
@@ -118,11 +119,14 @@ class MetricDataModule(pl.LightningDataModule):
         check_fraction("data.val_fraction", val_fraction, example=0.1)
         if val_split not in VAL_SPLITS:
             raise ValueError(f"data.val_split={val_split!r} is not one of {VAL_SPLITS}")
+        # true and false on the command line or in YAML arrive as booleans: data.val_labels=true scores by
+        # the true labels (false: the observed ones), data.score_train=true as the option true (false: null).
+        if isinstance(val_labels, bool):
+            val_labels = "true" if val_labels else "observed"
         if val_labels not in VAL_LABELS:
             raise ValueError(f"data.val_labels={val_labels!r} is not one of {VAL_LABELS}")
-        if score_train is True:
-            # data.score_train=true on the command line or in YAML arrives as a boolean.
-            score_train = "true"
+        if isinstance(score_train, bool):
+            score_train = "true" if score_train else None
         if score_train not in SCORE_TRAIN:
             raise ValueError(f"data.score_train={score_train!r} is not one of null, true, observed")
         self.dataset = dataset
@@ -156,6 +160,17 @@ class MetricDataModule(pl.LightningDataModule):
         self.splits = self.dataset.splits()
         # Before the noise is drawn: dropping unreadable files changes the indices it is drawn over.
         self.skipped_inputs = self.splits.train.verify() + self.splits.test.verify()
+        for name, split in (("training", self.splits.train), ("test", self.splits.test)):
+            if len(split) == 0:
+                # Whatever data set: a run trained or scored on nothing would end in a library's error (or
+                # a record of metrics over no sample).
+                root = getattr(self.dataset, "root", None)
+                where = f" at dataset.root={root}" if root is not None else ""
+                raise BadInput(
+                    f"the data set {type(self.dataset).__name__}{where}: its {name} split is empty (its "
+                    "folder, file or split keys leave it no sample); check dataset.root and the split "
+                    "keys, e.g. with noisydml-check-data"
+                )
         # Most models need only the labels; an imported list matches image paths, k-means clusters features.
         # The process's random streams are left as the noise model found them: what it takes from them (its
         # classifier trained, or its softmax read from a cache) changes nothing that training draws after.

@@ -29,6 +29,7 @@ MKL and is refused, pointing here.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 from typing import Any
@@ -96,17 +97,25 @@ def apply_numerics(mode: str) -> None:
         )
     if mode in PINNED:
         env, capability = PINNED[mode]
+        # Asked before anything loads where the C library can say: OpenBLAS runs the kernels
+        # OPENBLAS_CORETYPE names as it loads (with numpy, which torch loads), ATen the ones
+        # ATEN_CPU_CAPABILITY names at its first operation, and a CPU without them dies of an illegal
+        # instruction; oneDNN and faiss fall back without a word.
+        known = _cpuid_avx2_fma()
+        if capability == "AVX2" and known is False:
+            raise BadInput(_NO_AVX2.format(mode=mode, cpu=cpu_model()))
         os.environ.update(env)
         from noisydml.numerics import vml  # loads torch, which reads the variables
 
         vml.install()
-        if capability == "AVX2" and not has_avx2():
-            # ATen runs the kernels ATEN_CPU_CAPABILITY names whatever the CPU (one without AVX2 dies of an
-            # illegal instruction at the first), oneDNN and faiss fall back without a word.
-            raise BadInput(
-                f"numerics={mode}: this CPU ({cpu_model()}) lacks AVX2 or FMA, whose kernels the mode runs; "
-                "use numerics=strict (any x86-64 CPU, slower, other numbers) or numerics=native"
-            )
+        if capability == "AVX2" and known is None and not has_avx2():
+            raise BadInput(_NO_AVX2.format(mode=mode, cpu=cpu_model()))
+
+
+_NO_AVX2 = (
+    "numerics={mode}: this CPU ({cpu}) lacks AVX2 or FMA, whose kernels the mode runs; use numerics=strict "
+    "(any x86-64 CPU, slower, other numbers) or numerics=native"
+)
 
 
 class PinNumerics(Callback):
@@ -161,7 +170,9 @@ def numerics_record() -> dict:
 
 def has_avx2() -> bool:
     """Whether the CPU has AVX2 and FMA, as its CPUID says (not ``/proc/cpuinfo``, which an emulator passes
-    through from the host)."""
+    through from the host): the C library's answer, else torch's."""
+    if (known := _cpuid_avx2_fma()) is not None:
+        return known
     import torch
 
     capabilities = getattr(torch.cpu, "get_capabilities", None)
@@ -169,6 +180,25 @@ def has_avx2() -> bool:
         return bool(torch.cpu._is_avx2_supported())
     found = capabilities()
     return bool(found.get("avx2") and found.get("fma3"))
+
+
+class _CpuidLeaf(ctypes.Structure):
+    # glibc's struct cpuid_feature (<sys/platform/x86.h>): a leaf's registers as CPUID reports them, and
+    # the bits the OS lets a program use.
+    _fields_ = (("cpuid", ctypes.c_uint * 4), ("active", ctypes.c_uint * 4))
+
+
+def _cpuid_avx2_fma() -> bool | None:
+    """Whether AVX2 and FMA are usable, from glibc's CPUID (>= 2.33), without loading torch or numpy;
+    None where the C library cannot say (another libc, another CPU architecture)."""
+    try:
+        leaf = ctypes.CDLL(None).__x86_get_cpuid_feature_leaf
+    except (AttributeError, OSError):
+        return None
+    leaf.restype, leaf.argtypes = ctypes.POINTER(_CpuidLeaf), (ctypes.c_uint,)
+    # glibc's leaf indices: 0 is CPUID leaf 1 (FMA: ECX bit 12), 1 is leaf 7 (AVX2: EBX bit 5).
+    fma, avx2 = leaf(0).contents.active[2] >> 12 & 1, leaf(1).contents.active[1] >> 5 & 1
+    return bool(fma and avx2)
 
 
 def cpu_model() -> str:

@@ -211,7 +211,9 @@ def check_report_arguments(args: argparse.Namespace) -> None:
         if not path.is_dir():
             what = "does not exist" if not path.exists() else "is not a folder"
             raise ValueError(f"{path} {what}; give sweep directories, run directories, or folders of them")
-    if args.name is not None and (not args.name.strip() or Path(args.name).name != args.name):
+    if args.name is not None and (
+        not args.name.strip() or Path(args.name).name != args.name or args.name in (".", "..")
+    ):
         raise ValueError(
             f"--name {args.name!r} is not a folder name (the report goes in <--out>/<--name>); give one "
             "without slashes, e.g. --name my_sweep"

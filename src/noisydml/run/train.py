@@ -114,30 +114,43 @@ def _no_space_message(error: OSError, run: RunDir) -> str:
 
 def _resolve(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> dict:
     """The config with every interpolation resolved; one that points at a key this config lacks (e.g.
-    ``noise=from_file``'s ``${dataset.root}`` with a data set that has no folder) is refused, naming both."""
+    ``noise=from_file``'s ``${dataset.root}`` with a data set that has no folder) is refused, naming both,
+    and so is a mandatory value left unset (``???``, e.g. ``noise=from_file``'s ``path``)."""
     try:
-        return OmegaConf.to_container(cfg, resolve=True)
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        missing = sorted(OmegaConf.missing_keys(cfg))
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", None) or "?"
-        group = key.split(".")[0]
-        option = f" ({group}={choices[group]})" if group in choices else ""
         reason = str(error).splitlines()[0]
         bad = BadInput(
-            f"{key}{option} cannot be resolved: {reason}; choose options that go together (e.g. a dataset= "
-            f"that has the key) or set {key}=... yourself"
+            f"{key}{_option(key, choices)} cannot be resolved: {reason}; choose options that go together "
+            f"(e.g. a dataset= that has the key) or set {key}=... yourself"
         )
-        if rank_zero_only.rank == 0 and run.read_results() is None:
-            _record_end(run, {"choices": choices}, FAILED, bad)
-        raise bad from error
+    else:
+        if not missing:
+            return resolved
+        key, others = missing[0], f" (and {', '.join(missing[1:])})" if missing[1:] else ""
+        bad = BadInput(
+            f"{key}{_option(key, choices)} is mandatory and has no value (??? in its config){others}; "
+            f"set it, e.g. {key}=..."
+        )
+    if rank_zero_only.rank == 0 and run.read_results() is None:
+        _record_end(run, {"choices": choices}, FAILED, bad)
+    # The message holds the library's reason: Hydra would print its error again under it.
+    raise bad from None
+
+
+def _option(key: str, choices: dict[str, str]) -> str:
+    group = key.split(".")[0]
+    return f" ({group}={choices[group]})" if group in choices else ""
 
 
 def _start(cfg: DictConfig, run: RunDir, record: dict) -> None:
     """Hydra's record of the run (``.hydra/``), and ``results.json`` saying it is running and how to
-    continue it, so that a run killed outright is seen as such; a run started over drops the checkpoints
-    of the one before it, which ``resume=auto`` would otherwise continue."""
+    continue it, so that a run killed outright is seen as such; a run started over drops what the run
+    before it computed: its checkpoints, which ``resume=auto`` would otherwise continue, and its files."""
     if cfg.resume == "never":
-        for checkpoint in (run.last_checkpoint, run.previous_checkpoint):
-            checkpoint.unlink(missing_ok=True)
+        run.drop_products()
     if HydraConfig.initialized():
         hydra = HydraConfig.get()
         files = {

@@ -144,6 +144,15 @@ class RunDir:
     def wandb_dir(self) -> Path:
         return self.path / "wandb"
 
+    def drop_products(self) -> None:
+        """Remove what an earlier run in this folder computed (its checkpoints, labels, embeddings, sample
+        weights, traceback): a run started over here must not be read with another run's files beside its
+        own, e.g. a ``filtered.csv`` of a filter it does not run."""
+        products = (self.labels, self.unlabeled, self.validation, self.filtered, self.embeddings)
+        products += (self.sample_weights, self.traceback, self.last_checkpoint, self.best_checkpoint)
+        for product in (*products, self.previous_checkpoint):
+            product.unlink(missing_ok=True)
+
     def has_checkpoint(self) -> bool:
         """A checkpoint a run started here would continue from (``resume=auto``)."""
         return self.last_checkpoint.is_file() or self.previous_checkpoint.is_file()

@@ -27,6 +27,20 @@ from noisydml.utils.errors import BadInput
 
 # The longest file name most file systems take: name= is a folder of the run's path.
 NAME_MAX = 255
+# What only a sweep reads: without -m Hydra ignores it without a word.
+SWEEP_GROUPS = ("hydra/launcher", "hydra/sweeper")
+SWEEP_KEYS = ("hydra.launcher", "hydra.sweeper")
+# Hydra's settings a run relies on (conf/hydra/default.yaml), each with the value it must keep and why.
+HYDRA_FIXED = {
+    "hydra.output_subdir": (
+        "null",
+        "a run writes its .hydra/ itself, once its folder is known to hold no other run's files",
+    ),
+    "hydra.job.chdir": (
+        "false",
+        "a run reads the config's relative paths (data, outputs, caches) from the folder it started in",
+    ),
+}
 
 
 def check_arguments(argv: list[str]) -> None:
@@ -68,9 +82,19 @@ def check_arguments(argv: list[str]) -> None:
         if (CONFIG_DIR / key).is_dir() and not key.startswith("hydra") and not override.is_delete():
             for value in values:
                 _check_option(key, value, argv)
-        if key == "name" and any(not v.strip() for v in values):
+        if not sweep and (key in SWEEP_GROUPS or key.startswith(tuple(f"{k}." for k in SWEEP_KEYS))):
             raise BadInput(
-                f"{argument} is empty, but a run's folder is outputs/runs/<name>/<time> and its report and "
+                f"{argument} is read only by a sweep (its sweeper or launcher), and this command runs one "
+                f"job without one: run it as a sweep with -m, e.g. noisydml -m {argument} ..., or drop it"
+            )
+        if key in HYDRA_FIXED and any(v.lower() not in (HYDRA_FIXED[key][0], "none") for v in values):
+            kept, why = HYDRA_FIXED[key]
+            raise BadInput(f"{argument} is not a setting noisydml runs with: {why}; drop it ({key}={kept})")
+        if key == "name" and any(not v.strip() or not Path(v).parts for v in values):
+            # name=. and name=./ name no folder either: the run would land in outputs/runs/<time>.
+            empty = "is empty" if any(not v.strip() for v in values) else "names no folder"
+            raise BadInput(
+                f"{argument} {empty}, but a run's folder is outputs/runs/<name>/<time> and its report and "
                 "W&B group go by it: the run would land among the names' folders; give a name, e.g. "
                 "name=mylab"
             )

@@ -247,8 +247,18 @@ def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: boo
     ):
         raise BadInput(
             f"trainer.val_check_interval={interval} is more batches than an epoch's {train_batches}, so no "
-            f"epoch would validate; use at most {train_batches}, or a fraction, e.g. "
-            "trainer.val_check_interval=0.5"
+            "epoch would validate; drop it (validation runs at each epoch's end)"
+        )
+    within = interval is not None and not (isinstance(interval, float) and interval == 1.0)
+    if within and per_epoch and datamodule.val_set is not None and not (
+        isinstance(interval, int) and not isinstance(interval, bool) and interval == train_batches
+    ):
+        # The selection keeps the best validation's weights and records them as an epoch's: weights of
+        # a validation within an epoch would be recorded as that epoch's, and tested as if selected there.
+        raise BadInput(
+            f"trainer.val_check_interval={interval} validates within an epoch, but a run that holds out a "
+            "validation split selects, records and tests whole epochs; drop it (validation runs at each "
+            "epoch's end), or trainer.check_val_every_n_epoch=N to validate less often"
         )
     for key, counts in (("limit_train_batches", [train_batches]), ("limit_val_batches", val_batches)):
         limit = trainer.get(key)
