@@ -13,16 +13,15 @@ from pathlib import Path
 
 import hydra
 import yaml
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from noisydml import CONFIG_DIR
 from noisydml.numerics import apply_numerics
 from noisydml.run import sweep_progress
-from noisydml.run.checks.arguments import check_arguments, check_search_arguments
+from noisydml.run.checks.arguments import check_arguments, check_search_arguments, check_search_direction
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
 from noisydml.utils.errors import BadInput
-from noisydml.utils.metric_names import better, selected
+from noisydml.utils.metric_names import selected
 from noisydml.utils.quiet import silence_known_noise
 from noisydml.utils.run_directory import RunDir
 
@@ -60,22 +59,6 @@ def quoted(path: Path) -> str:
     return f"'{text}'"
 
 
-def check_search_direction(cfg: DictConfig) -> None:
-    """A search (Optuna's sweeper) runs the way its metric improves: ``minimize`` on a score would search
-    for the worst trial and report it as the best."""
-    hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
-    direction = OmegaConf.select(hydra_cfg, "sweeper.direction", default=None) if hydra_cfg else None
-    metric = cfg.get("optimized_metric")
-    if not isinstance(direction, str) or not metric:
-        return
-    wanted = "maximize" if better(metric) == "max" else "minimize"
-    if direction != wanted:
-        raise BadInput(
-            f"hydra.sweeper.direction={direction} searches for the worst trial: optimized_metric={metric} "
-            f"is better {'higher' if wanted == 'maximize' else 'lower'}; use hydra.sweeper.direction={wanted}"
-        )
-
-
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def run_hydra(cfg: DictConfig) -> float | None:
     """Hydra's main on ``sys.argv`` (called without arguments): compose, then one run or a sweep of them."""
@@ -95,8 +78,9 @@ def main() -> None:
     """The ``noisydml`` command."""
     arguments = resume_arguments(sys.argv[1:])
     try:
-        check_arguments(arguments)
+        # A search's values first: a bad one is refused as such, with or without -m.
         check_search_arguments(arguments)
+        check_arguments(arguments)
     except BadInput as error:
         sys.exit(str(error))
     sys.argv[1:] = arguments

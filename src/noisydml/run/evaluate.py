@@ -12,10 +12,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from noisydml.run.checks.arguments import check_arguments, check_evaluation_arguments
+from noisydml.run.checks.arguments import (
+    check_arguments,
+    check_evaluation_arguments,
+    check_evaluation_folder,
+)
 from noisydml.run.cli import quoted, run_hydra, stored_overrides
 from noisydml.utils.errors import BadInput
-from noisydml.utils.run_directory import CHECKPOINTS, RunDir, is_run
+from noisydml.utils.run_directory import CHECKPOINTS, RunDir
 
 EVAL_DIR = "hydra.run.dir='outputs/evals/${name}/${now:%Y-%m-%d_%H-%M-%S_%f}'"
 
@@ -46,30 +50,9 @@ def eval_arguments(argv: list[str]) -> list[str]:
         ]
     rest = [a for a in argv if not a.startswith("ckpt_path=")]
     for folder in (a.split("=", 1)[1].strip("'\"") for a in argv if a.startswith("hydra.run.dir=")):
-        _check_evaluation_folder(Path(folder).expanduser(), checkpoint)
+        check_evaluation_folder(Path(folder).expanduser(), checkpoint)
     folder = [] if any(a.startswith("hydra.run.dir=") for a in argv) else [EVAL_DIR]
     return [*stored, *rest, f"ckpt_path={quoted(checkpoint.resolve())}", "resume=never", *folder]
-
-
-def _check_evaluation_folder(folder: Path, checkpoint: Path) -> None:
-    """An evaluation starts its folder over (``resume=never``): a training run's folder, the checkpoint's
-    own above all, would lose its checkpoints and files to it. An earlier evaluation of the same
-    checkpoint's folder is its own."""
-    if not is_run(folder):
-        return
-    record = RunDir(folder).read_results() or {}
-    evaluated = (record.get("config") or {}).get("ckpt_path")
-    if evaluated is not None and Path(evaluated).resolve() == checkpoint.resolve():
-        return
-    whose = (
-        "the run that wrote the checkpoint"
-        if folder.resolve() == checkpoint.resolve().parent.parent
-        else "another run"
-    )
-    raise BadInput(
-        f"noisydml-eval: hydra.run.dir={folder} is {whose}, whose checkpoints and files an evaluation would "
-        "replace; leave hydra.run.dir out (the scores go in outputs/evals/<name>/<time>) or give a new folder"
-    )
 
 
 def main() -> None:

@@ -15,15 +15,19 @@ from pathlib import Path
 import yaml
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.object_type import ObjectType
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, OverrideParseException
+from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import sweep_values
 from noisydml import CONFIG_DIR
 from noisydml.run.checks.folders import check_folder_argument
 from noisydml.utils.checks import check_writable
 from noisydml.utils.errors import BadInput
+from noisydml.utils.metric_names import better
+from noisydml.utils.run_directory import RunDir, is_run
 
 # The longest file name most file systems take: name= is a folder of the run's path.
 NAME_MAX = 255
@@ -232,6 +236,22 @@ def check_search_arguments(argv: list[str]) -> None:
         )
 
 
+def check_search_direction(cfg: DictConfig) -> None:
+    """A search (Optuna's sweeper) runs the way its metric improves: ``minimize`` on a score would search
+    for the worst trial and report it as the best."""
+    hydra = HydraConfig.get() if HydraConfig.initialized() else None
+    direction = OmegaConf.select(hydra, "sweeper.direction", default=None) if hydra else None
+    metric = cfg.get("optimized_metric")
+    if not isinstance(direction, str) or not metric:
+        return
+    wanted = "maximize" if better(metric) == "max" else "minimize"
+    if direction != wanted:
+        raise BadInput(
+            f"hydra.sweeper.direction={direction} searches for the worst trial: optimized_metric={metric} "
+            f"is better {'higher' if wanted == 'maximize' else 'lower'}; use hydra.sweeper.direction={wanted}"
+        )
+
+
 # What an evaluation (``noisydml-eval``) reads beyond its checkpoint's run's config: how it scores, which
 # data set and where its files are, where it runs and records. Sections take any key below them.
 EVALUATION_SECTIONS = ("metrics", "paths", "logger", "hydra", "hydra/launcher")
@@ -261,3 +281,24 @@ def check_evaluation_arguments(argv: list[str], run_dir: Path) -> None:
             f"noisydml-eval: {argument} departs from the config {run_dir} trained with ({why}); drop it "
             f"(an evaluation sets only {settable})"
         )
+
+
+def check_evaluation_folder(folder: Path, checkpoint: Path) -> None:
+    """An evaluation starts its folder over (``resume=never``): a training run's folder, the checkpoint's
+    own above all, would lose its checkpoints and files to it. An earlier evaluation of the same
+    checkpoint's folder is its own."""
+    if not is_run(folder):
+        return
+    record = RunDir(folder).read_results() or {}
+    evaluated = (record.get("config") or {}).get("ckpt_path")
+    if evaluated is not None and Path(evaluated).resolve() == checkpoint.resolve():
+        return
+    whose = (
+        "the run that wrote the checkpoint"
+        if folder.resolve() == checkpoint.resolve().parent.parent
+        else "another run"
+    )
+    raise BadInput(
+        f"noisydml-eval: hydra.run.dir={folder} is {whose}, whose checkpoints and files an evaluation would "
+        "replace; leave hydra.run.dir out (the scores go in outputs/evals/<name>/<time>) or give a new folder"
+    )

@@ -250,8 +250,11 @@ def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: boo
             "epoch would validate; drop it (validation runs at each epoch's end)"
         )
     within = interval is not None and not (isinstance(interval, float) and interval == 1.0)
-    if within and per_epoch and datamodule.val_set is not None and not (
-        isinstance(interval, int) and not isinstance(interval, bool) and interval == train_batches
+    if (
+        within
+        and per_epoch
+        and datamodule.val_set is not None
+        and not (isinstance(interval, int) and not isinstance(interval, bool) and interval == train_batches)
     ):
         # The selection keeps the best validation's weights and records them as an epoch's: weights of
         # a validation within an epoch would be recorded as that epoch's, and tested as if selected there.
