@@ -182,6 +182,10 @@ def test_a_pinning_variable_set_by_hand_claims_no_mode(monkeypatch):
     assert in_force() == "custom"
     monkeypatch.delenv("MKL_CBWR")
     assert in_force() == "native"
+    # A machine's environment may set OpenBLAS's core type for OpenBLAS's sake: a native run stays native
+    # (a local sweep's second job would otherwise be refused as another mode).
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    assert in_force() == "native"
 
 
 def test_an_unknown_mode_is_refused():

@@ -101,14 +101,15 @@ def apply_numerics(mode: str) -> None:
         # OPENBLAS_CORETYPE names as it loads (with numpy, which torch loads), ATen the ones
         # ATEN_CPU_CAPABILITY names at its first operation, and a CPU without them dies of an illegal
         # instruction; oneDNN and faiss fall back without a word.
-        known = _cpuid_avx2_fma()
-        if capability == "AVX2" and known is False:
+        avx2 = capability == "AVX2"
+        known = _cpuid_avx2_fma() if avx2 else None
+        if avx2 and known is False:
             raise BadInput(_NO_AVX2.format(mode=mode, cpu=cpu_model()))
         os.environ.update(env)
         from noisydml.numerics import vml  # loads torch, which reads the variables
 
         vml.install()
-        if capability == "AVX2" and known is None and not has_avx2():
+        if avx2 and known is None and not has_avx2():
             raise BadInput(_NO_AVX2.format(mode=mode, cpu=cpu_model()))
 
 
@@ -139,8 +140,9 @@ def in_force() -> str:
         for mode, (env, kernels) in PINNED.items():
             if kernels == capability and all(os.environ.get(key) == value for key, value in env.items()):
                 return mode
-    # Both modes pin the same variables (to other values).
-    if vml.installed() or any(key in os.environ for key in STRICT_ENV):
+    # Both modes pin the same variables (to other values). OPENBLAS_CORETYPE alone claims no mode: a
+    # machine's environment may set it for OpenBLAS's own sake, and a native run there is still native.
+    if vml.installed() or any(key in os.environ for key in STRICT_ENV if key != "OPENBLAS_CORETYPE"):
         return "custom"
     return "native"
 

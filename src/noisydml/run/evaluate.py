@@ -49,8 +49,8 @@ def eval_arguments(argv: list[str]) -> list[str]:
             if o.split("=", 1)[0] not in given_keys and not o.startswith("hydra.")
         ]
     rest = [a for a in argv if not a.startswith("ckpt_path=")]
-    for folder in (a.split("=", 1)[1].strip("'\"") for a in argv if a.startswith("hydra.run.dir=")):
-        check_evaluation_folder(Path(folder).expanduser(), checkpoint)
+    for given in (a.split("=", 1)[1].strip("'\"") for a in argv if a.startswith("hydra.run.dir=")):
+        check_evaluation_folder(Path(given).expanduser(), checkpoint)
     folder = [] if any(a.startswith("hydra.run.dir=") for a in argv) else [EVAL_DIR]
     return [*stored, *rest, f"ckpt_path={quoted(checkpoint.resolve())}", "resume=never", *folder]
 

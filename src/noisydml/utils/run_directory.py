@@ -148,9 +148,9 @@ class RunDir:
         """Remove what an earlier run in this folder computed (its checkpoints, labels, embeddings, sample
         weights, traceback): a run started over here must not be read with another run's files beside its
         own, e.g. a ``filtered.csv`` of a filter it does not run."""
-        products = (self.labels, self.unlabeled, self.validation, self.filtered, self.embeddings)
-        products += (self.sample_weights, self.traceback, self.last_checkpoint, self.best_checkpoint)
-        for product in (*products, self.previous_checkpoint):
+        files = (self.labels, self.unlabeled, self.validation, self.filtered, self.embeddings)
+        files += (self.sample_weights, self.traceback)
+        for product in (*files, self.last_checkpoint, self.best_checkpoint, self.previous_checkpoint):
             product.unlink(missing_ok=True)
 
     def has_checkpoint(self) -> bool:

@@ -239,23 +239,14 @@ def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: boo
     ]
     interval = trainer.get("val_check_interval")
     per_epoch = trainer.get("check_val_every_n_epoch", 1) is not None
-    if (
-        isinstance(interval, int)
-        and not isinstance(interval, bool)
-        and per_epoch
-        and interval > train_batches
-    ):
+    # A whole number is a count of batches; a float, a fraction of the epoch.
+    batches = interval if isinstance(interval, int) and not isinstance(interval, bool) else None
+    if batches is not None and per_epoch and batches > train_batches:
         raise BadInput(
             f"trainer.val_check_interval={interval} is more batches than an epoch's {train_batches}, so no "
             "epoch would validate; drop it (validation runs at each epoch's end)"
         )
-    within = interval is not None and not (isinstance(interval, float) and interval == 1.0)
-    if (
-        within
-        and per_epoch
-        and datamodule.val_set is not None
-        and not (isinstance(interval, int) and not isinstance(interval, bool) and interval == train_batches)
-    ):
+    if _within_epoch(interval) and per_epoch and datamodule.val_set is not None and batches != train_batches:
         # The selection keeps the best validation's weights and records them as an epoch's: weights of
         # a validation within an epoch would be recorded as that epoch's, and tested as if selected there.
         raise BadInput(
@@ -357,9 +348,14 @@ def _validation_not_at_epoch_end(cfg: DictConfig) -> str | None:
     interval = OmegaConf.select(cfg, "trainer.val_check_interval", default=None)
     if every != 1:
         return f"every {every} epochs (trainer.check_val_every_n_epoch={every})" if every else "by steps"
-    if interval is not None and not (isinstance(interval, float) and interval == 1.0):
+    if _within_epoch(interval):
         return f"at trainer.val_check_interval={interval}"
     return None
+
+
+def _within_epoch(interval: Any) -> bool:
+    """Whether ``trainer.val_check_interval`` asks for validation other than at each epoch's end."""
+    return interval is not None and not (isinstance(interval, float) and interval == 1.0)
 
 
 def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> None:
