@@ -292,6 +292,11 @@ BAD_INPUTS = [
         ["experiment=digits/levi2021_even_odd", "noise=uniform"],
         r"experiment=digits/levi2021_even_odd is noise=none, but noise=uniform was given",
     ),
+    (
+        ["experiment=digits/le2019_noise", "noise.seed=3"],
+        r"experiment=digits/le2019_noise draws noise.seed from seed \(\$\{seed\}\), but noise.seed=3 "
+        r"was given",
+    ),
     # Rule 2: a run writes only into its own folder ({finished}: another run's, finished).
     (
         [
@@ -321,6 +326,10 @@ BAD_INPUTS = [
         r"hydra.run.dir=.*/finished/nested is inside the run folder",
     ),
     (["hydra.run.dir={finished}/.."], r"hydra.run.dir=.* holds the run .*/finished below it"),
+    (
+        ["hydra.run.dir={data}"],
+        r"hydra.run.dir=.*/features is no run's folder but holds corrupt, good",
+    ),
     # Rule 3: only a real result is finished.
     (
         ["+trainer.limit_train_batches=0"],

@@ -156,6 +156,17 @@ def test_a_departure_with_only_a_new_name_is_still_filed_under_the_experiment(co
         check_identity(cfg, choices)
 
 
+@pytest.mark.parametrize("key", ["noise.seed", "data.seed"])
+def test_a_seed_that_follows_seed_in_the_experiment_follows_it_in_its_runs(compose_choices, key):
+    """A report pairs an experiment's runs by ``seed``: one whose noise or sampler took another seed is
+    filed at a seed it did not run, whatever the sweep varies (here the noise)."""
+    cfg, choices = compose_choices("experiment=digits/le2019_noise", f"{key}=3")
+    with pytest.raises(BadInput, match=rf"draws {key} from seed \(\$\{{seed\}}\), but {key}=3 was given"):
+        check_identity(cfg, choices)
+    cfg, choices = compose_choices("experiment=digits/le2019_noise", "seed=3", f"{key}=${{seed}}")
+    check_identity(cfg, choices)
+
+
 @pytest.mark.parametrize(
     "override",
     [f"loss={o}" for o in options("loss")]
@@ -256,6 +267,25 @@ def test_a_run_or_sweep_that_would_land_over_other_runs_is_refused_before_hydra_
     assert out.returncode == 1 and out.stderr.startswith(message.replace("{finished}", str(finished)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["finished"]
     assert sorted(p.name for p in finished.iterdir()) == [".hydra", "results.json"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "what"),
+    [(["hydra.run.dir={folder}"], "run"), (["-m", "seed=0,1", "hydra.sweep.dir={folder}"], "sweep")],
+)
+def test_a_folder_of_no_run_is_refused_before_hydra_writes(tmp_path, arguments, what):
+    """``hydra.run.dir=.`` in a project (or ``~``, or any folder of other files) would mix a run's files with
+    the folder's own."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    (folder / "src").mkdir()
+    out = _command("noisydml", [a.replace("{folder}", str(folder)) for a in arguments], tmp_path)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    assert out.stderr.startswith(
+        f"{arguments[-1].format(folder=folder)} is no {what}'s folder but holds notes.txt, src"
+    )
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "src"]
 
 
 def test_a_sweep_job_folder_outside_its_sweep_is_refused(tmp_path):

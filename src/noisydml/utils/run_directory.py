@@ -153,6 +153,12 @@ class RunDir:
         for product in (*files, self.last_checkpoint, self.best_checkpoint, self.previous_checkpoint):
             product.unlink(missing_ok=True)
 
+    def own_names(self) -> set[str]:
+        """The names a run writes straight into its folder (its files, and the folders of the others), with
+        Hydra's log of the job (``train.log``): a folder holding none of them is no run's."""
+        paths = (getattr(self, name) for name, value in vars(RunDir).items() if isinstance(value, property))
+        return {"train.log"} | {path.relative_to(self.path).parts[0] for path in paths}
+
     def has_checkpoint(self) -> bool:
         """A checkpoint a run started here would continue from (``resume=auto``)."""
         return self.last_checkpoint.is_file() or self.previous_checkpoint.is_file()

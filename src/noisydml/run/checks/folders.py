@@ -23,6 +23,8 @@ WRITING_SECTIONS = ("callbacks", "logger", "trainer")
 # How deep below a run directory another run is looked for: a sweep's jobs are one level down, a
 # name/time run folder two, outputs/ three.
 DEPTH = 4
+# What Hydra writes into a sweep's folder as the sweep starts.
+SWEEP_RECORD = "multirun.yaml"
 
 
 def check_run_folder(run: RunDir, sweep: Path | None = None) -> None:
@@ -47,7 +49,8 @@ def check_run_folder(run: RunDir, sweep: Path | None = None) -> None:
 def check_folder_argument(key: str, folder: Path) -> None:
     """``hydra.run.dir`` / ``hydra.sweep.dir``, before anything is written into it (a sweep's
     multirun.yaml): inside no other run's folder, and a run's holding no run below it. A sweep folder may
-    hold runs, its own jobs (a sweep run again skips those that finished)."""
+    hold runs, its own jobs (a sweep run again skips those that finished). A folder that holds files but is
+    no run's (no sweep's) is refused too: ``hydra.run.dir=.`` would write a run among a project's files."""
     path = folder.resolve()
     outer = run_holding(path.parent)
     run = key == "hydra.run.dir"
@@ -67,6 +70,16 @@ def check_folder_argument(key: str, folder: Path) -> None:
             f"{key}={folder} holds the run {inner} below it, which this run would write over; choose a new "
             f"folder, or {new}"
         )
+    if path.is_dir() and not is_run(path) and (entries := sorted(p.name for p in path.iterdir())):
+        # A folder of something else (``.``, ``~``, a project's): the run's files would land among its own.
+        own = RunDir(path).own_names() if run else {SWEEP_RECORD}
+        if not own.intersection(entries):
+            shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+            raise BadInput(
+                f"{key}={folder} is no {'run' if run else 'sweep'}'s folder but holds {shown}, among which "
+                f"this {'run' if run else 'sweep'}'s files would be written; choose a new or empty folder, "
+                f"or {new}"
+            )
 
 
 def check_paths(resolved: dict, run_dir: Path) -> None:

@@ -71,6 +71,14 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
                 f"which would file another run under the experiment's {labels}; choose one of them, or "
                 "label the run as your own with name=<name> report.figure=<paper>/<what>"
             )
+    for key in _seeded(own):
+        if (ours := raw(cfg, key, None)) != raw(own, key, None):
+            raise BadInput(
+                f"experiment={experiment} draws {key} from seed (${{seed}}), but {key}={shown(ours)} was "
+                f"given: the run would be filed at seed={raw(cfg, 'seed', None)} under the experiment's "
+                f"{labels}, its {key.split('.')[0]} seeded otherwise; drop {key}={shown(ours)} (seed= sets "
+                "it), or label the run as your own with name=<name> report.figure=<paper>/<what>"
+            )
     for key, theirs, ours in _departures(cfg, choices, own, own_choices):
         # The experiment's sweep varies the key, or a group or node above it (noise frees noise.rate).
         parts = key.split(".")
@@ -97,6 +105,14 @@ def _departures(
         theirs, ours = raw(own, key, None), raw(cfg, key, None)
         if theirs != ours:
             yield key, theirs, ours
+
+
+def _seeded(cfg: DictConfig) -> Iterator[str]:
+    """The keys that follow ``seed`` (``${seed}``: the noise's, the sampler's), whose runs a report pairs by
+    ``seed``: a run's must follow it as its experiment's do, whatever else the sweep varies."""
+    for section in cfg:
+        if section != "hydra":
+            yield from (k for k, v in leaves(raw(cfg, str(section)), str(section)) if v == "${seed}")
 
 
 def _identity_keys(cfg: DictConfig) -> Iterator[str]:
