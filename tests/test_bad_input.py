@@ -297,6 +297,15 @@ BAD_INPUTS = [
         r"experiment=digits/le2019_noise draws noise.seed from seed \(\$\{seed\}\), but noise.seed=3 "
         r"was given",
     ),
+    (
+        ["callbacks=knn_detection", "noise.rate=0.2", "callbacks.knn_detection.k=5000"],
+        r"callbacks.knn_detection.k=5000: the kNN label vote reads each training sample's k nearest of the "
+        r"\d+ others, so it would log nothing",
+    ),
+    (
+        ["callbacks=knn_detection", "+callbacks.knn_detection.batch_size=0"],
+        r"callbacks.knn_detection.batch_size=0 must be >= 1",
+    ),
     # Rule 2: a run writes only into its own folder ({finished}: another run's, finished).
     (
         [

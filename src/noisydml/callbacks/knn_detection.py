@@ -37,6 +37,7 @@ import torch
 from noisydml.data.knn_filter import starting_features
 from noisydml.metrics.label_vote import flip_detection, knn_label_vote
 from noisydml.utils.checks import Rule, check_value
+from noisydml.utils.errors import BadInput
 
 
 class KnnDetection(pl.Callback):
@@ -48,6 +49,12 @@ class KnnDetection(pl.Callback):
         check_value(
             Rule("callbacks.knn_detection.k", int, 1, example="callbacks.knn_detection.k=10 neighbours"), k
         )
+        check_value(
+            Rule(
+                "callbacks.knn_detection.batch_size", int, 1, example="callbacks.knn_detection.batch_size=256"
+            ),
+            batch_size,
+        )
         self.k = k
         self.trunk_features = trunk_features
         self.batch_size = batch_size
@@ -58,6 +65,17 @@ class KnnDetection(pl.Callback):
         # The starting vote's numbers, kept in the checkpoint: a resumed run's weights are no longer the
         # ones it started from.
         self._start: dict[str, float] | None = None
+
+    def check_data(self, key: str, datamodule: Any) -> None:
+        """Before the first step: the vote reads each training sample's k nearest of the others, so k is below
+        their number (with fewer it would vote on nothing and log nothing)."""
+        others = len(datamodule.training_set().labels) - 1
+        if self.k > others:
+            example = min(10, others)
+            raise BadInput(
+                f"{key}.k={self.k}: the kNN label vote reads each training sample's k nearest of the "
+                f"{others} others, so it would log nothing; use k up to {others}, e.g. {key}.k={example}"
+            )
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         datamodule = trainer.datamodule

@@ -37,7 +37,7 @@ from noisydml.loggers.run_fields import logged_config, summary_fields
 from noisydml.loggers.wandb_mode import finish_wandb
 from noisydml.numerics import numerics_record
 from noisydml.run.checks.folders import check_run_directory, check_run_folder, check_writers
-from noisydml.run.checks.library import build
+from noisydml.run.checks.library import build, check_callbacks
 from noisydml.run.checks.walk import entries
 from noisydml.run.preflight import prepare
 from noisydml.run.results import format_metrics, format_selection, versions
@@ -278,6 +278,7 @@ def _build(
     callbacks = [build(key, node) for key, node in given.items()]
     # Before a logger writes anything (TensorBoard's hyperparameters are written at once).
     check_writers(dict(zip([*chosen, *given], [*loggers, *callbacks], strict=True)), run.path)
+    check_callbacks(dict(zip(given, callbacks, strict=True)), datamodule)
     if not any(isinstance(logger, CSVLogger) for logger in loggers):
         # Every run writes its history whatever its loggers: noisydml-dashboard and the report read it.
         loggers.append(ResumableCSVLogger(save_dir=run.path, name=run.csv_dir.name, version=""))

@@ -397,3 +397,12 @@ def _check_backbone(model: Any, x: torch.Tensor, backbone: str) -> None:
         raise BadInput(
             f"backbone={backbone} gives NaN or infinite embeddings on the first batch; check the data"
         )
+
+
+def check_callbacks(callbacks: dict[str, Any], datamodule: Any) -> None:
+    """A built callback that reads the data checks what it reads against it before the first step (its
+    ``check_data(key, datamodule)``, given its config key): a value the data cannot serve would otherwise be
+    skipped without a word, or fail after an epoch has trained."""
+    for key, callback in callbacks.items():
+        if callable(check := getattr(callback, "check_data", None)):
+            check(key, datamodule)
