@@ -306,6 +306,15 @@ BAD_INPUTS = [
         ["callbacks=knn_detection", "+callbacks.knn_detection.batch_size=0"],
         r"callbacks.knn_detection.batch_size=0 must be >= 1",
     ),
+    (
+        ["dataset=mnist1d", "backbone=cnn1d", "dataset.padding=[60,36]"],
+        r"dataset.padding=\[60,36\]: each template is padded with low to high zeros, so low may not "
+        r"exceed high",
+    ),
+    (
+        ["dataset=mnist1d", "backbone=cnn1d", "dataset.generation_seed=-1"],
+        r"dataset.generation_seed=-1 is outside \[0, 4294967296\)",
+    ),
     # Rule 2: a run writes only into its own folder ({finished}: another run's, finished).
     (
         [

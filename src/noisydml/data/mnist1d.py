@@ -16,7 +16,22 @@ import torch
 from mnist1d.data import get_dataset_args, make_dataset
 
 from noisydml.data.digits import Digits
+from noisydml.utils.checks import BadValue, Rule, check_value
 from noisydml.utils.random_state import streams_kept
+
+# The package's generation arguments, in the ranges its transforms take (mnist1d.transform): a seed numpy
+# accepts, a template dilated to at least a sample, padding drawn from low to high zeros, a translation drawn
+# below max_translation, a scale factor 1 + scale_coeff * (u - 1/2) that stays positive, noise scales.
+GENERATION_RULES = (
+    Rule("dataset.generation_seed", int, 0, 2**32, example="dataset.generation_seed=42 (the package's set)"),
+    Rule("dataset.template_len", int, 1, example="dataset.template_len=12"),
+    Rule("dataset.padding", int, 0, each=True, length=2, example="dataset.padding=[36,60]"),
+    Rule("dataset.max_translation", int, 1, example="dataset.max_translation=48"),
+    Rule("dataset.scale_coeff", float, 0, 2, example="dataset.scale_coeff=0.4"),
+    Rule("dataset.corr_noise_scale", float, 0, example="dataset.corr_noise_scale=0.25"),
+    Rule("dataset.iid_noise_scale", float, 0, example="dataset.iid_noise_scale=0.02"),
+    Rule("dataset.shear_scale", float, 0, example="dataset.shear_scale=0.75"),
+)
 
 
 class MNIST1D(Digits):
@@ -63,6 +78,15 @@ class MNIST1D(Digits):
             or final_seq_length < 2
         ):
             raise ValueError(f"dataset.final_seq_length={final_seq_length!r} is not an int >= 2; e.g. 40")
+        given = (generation_seed, template_len, padding, max_translation, scale_coeff, corr_noise_scale)
+        for rule, value in zip(GENERATION_RULES, (*given, iid_noise_scale, shear_scale), strict=True):
+            check_value(rule, value)
+        if padding[0] > padding[1]:
+            raise BadValue(
+                "dataset.padding",
+                f"=[{padding[0]},{padding[1]}]: each template is padded with low to high zeros, so low may "
+                "not exceed high; e.g. dataset.padding=[36,60]",
+            )
         self.generation = {
             "num_samples": num_samples,
             "seed": generation_seed,
