@@ -294,3 +294,30 @@ def test_store_names_times_and_view_of_runs_old_and_new(tmp_path):
     assert view["selectedColumns"][2:] == ["metrics.`test/recall_at_1`", "metrics.`selected_val/recall_at_1`"]
     assert (view["orderByKey"], view["orderByAsc"]) == ("metrics.`test/recall_at_1`", False)
     assert imported.paths()["runs"].endswith(f"?viewStateShareKey={imported.view}")
+
+
+def test_a_store_the_dashboard_did_not_build_is_never_replaced(tmp_path):
+    """``--store`` on a folder holding the user's own MLflow store (``logger=mlflow``'s ``mlflow.db``) is
+    refused before anything is written; a store the dashboard built is rebuilt."""
+    from noisydml.dashboard.cli import STORE_MARK, build_store
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "mlflow.db").write_bytes(b"their runs")
+    out = subprocess.run(
+        [str(Path(sys.executable).with_name("noisydml-dashboard")), str(tmp_path), "--store", str(theirs)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    assert f"--store {theirs} holds an mlflow.db that noisydml-dashboard did not build" in out.stderr
+    assert (theirs / "mlflow.db").read_bytes() == b"their runs"
+    assert sorted(p.name for p in theirs.iterdir()) == ["mlflow.db"]
+    ours = tmp_path / "ours"
+    build_store([], ours)
+    (ours / "mlflow.db").write_bytes(b"an earlier store of ours")
+    build_store([], ours)
+    assert (ours / STORE_MARK).is_file()
+    database = ours / "mlflow.db"
+    assert not database.exists() or database.read_bytes() != b"an earlier store of ours"

@@ -27,6 +27,8 @@ from noisydml.utils.errors import BadInput
 from noisydml.utils.run_directory import run_holding
 
 LOOPBACK = "127.0.0.1"
+# Written beside the SQLite file of a store the dashboard built: only such a store is replaced at a start.
+STORE_MARK = "noisydml-dashboard.txt"
 MAX_PORT = 65535
 
 
@@ -76,10 +78,26 @@ def build_store(dirs: list[Path], store: Path) -> list:
     from noisydml.dashboard.store import import_folder
 
     store.mkdir(parents=True, exist_ok=True)
+    check_store(store)
     database = store / "mlflow.db"
     database.unlink(missing_ok=True)
+    (store / STORE_MARK).write_text(
+        "Built by noisydml-dashboard from the run folders below, and built afresh at its next start:\n"
+        + "".join(f"{Path(folder).resolve()}\n" for folder in dirs)
+    )
     client = MlflowClient(tracking_uri=_sqlite(database))
     return [import_folder(client, folder) for folder in dirs]
+
+
+def check_store(store: Path) -> None:
+    """A store folder's SQLite file is replaced at each start: only one the dashboard built (its mark beside
+    it), never an MLflow store of the user's (``logger=mlflow`` into ``mlflow.db``)."""
+    if (store / "mlflow.db").exists() and not (store / STORE_MARK).is_file():
+        raise BadInput(
+            f"--store {store} holds an mlflow.db that noisydml-dashboard did not build (no {STORE_MARK} "
+            "beside it), which it would replace: the store is built afresh at each start; give a folder of "
+            f"its own, e.g. --store {store / 'dashboard'}"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -105,6 +123,7 @@ def main(argv: list[str] | None = None) -> None:
                     "into; give a folder outside every run"
                 )
             check_writable(args.store, "--store", "--store <a folder of yours>")
+            check_store(args.store)
         except BadInput as error:
             sys.exit(f"noisydml-dashboard: {error}")
     try:
