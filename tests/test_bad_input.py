@@ -315,6 +315,11 @@ BAD_INPUTS = [
         ["dataset=mnist1d", "backbone=cnn1d", "dataset.generation_seed=-1"],
         r"dataset.generation_seed=-1 is outside \[0, 4294967296\)",
     ),
+    (
+        ["backbone=identity"],
+        r"backbone=identity has nothing to train, so loss=triplet and miner=\w+ never run: the run scores "
+        r"its inputs",
+    ),
     # Rule 2: a run writes only into its own folder ({finished}: another run's, finished).
     (
         [

@@ -44,7 +44,13 @@ DML = (
     "loss.distance.normalize_embeddings=false",
     "miner=all",
 )
-PCA = ("dataset=extracted", "dataset.pca_dim=32", "backbone=identity", "trainer.max_epochs=0")
+PCA = (
+    "dataset=extracted",
+    "dataset.pca_dim=32",
+    "backbone=identity",
+    "trainer.max_epochs=0",
+    "report.method=PCA",
+)
 
 
 def softplus_inverse(sigma: float) -> float:

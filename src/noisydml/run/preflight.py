@@ -28,6 +28,7 @@ from noisydml.run.checks.library import (
     check_optimization,
     check_precision,
     check_trainer,
+    check_untrained,
 )
 from noisydml.run.checks.walk import builds, entries, import_target
 from noisydml.utils.quiet import quiet_wandb
@@ -75,6 +76,7 @@ def prepare(
     check_optimization(cfg, model)
     check_loss_lr(cfg, model.loss, datamodule.training_set(), choices)
     check_metrics(cfg, datamodule, model.metrics)
+    check_untrained(cfg, choices, model.has_parameters_to_train())
     check_lengths(cfg, datamodule, model.has_parameters_to_train())
     check_one_batch(model, datamodule, choices)
     check_precision(cfg, trainer, model, datamodule)

@@ -214,6 +214,23 @@ def check_loss_lr(cfg: DictConfig, loss: Any, training_set: Any, choices: dict[s
         )
 
 
+def check_untrained(cfg: DictConfig, choices: dict[str, str], has_parameters_to_train: bool) -> None:
+    """A run with nothing to train (``backbone=identity``) scores its inputs: its loss and miner never run,
+    so it is named by what it is (``report.method``, as ``method=bdml/pca`` labels PCA), not by them."""
+    if (
+        has_parameters_to_train
+        or cfg.get("ckpt_path")
+        or OmegaConf.select(cfg, "report.method", default=None)
+    ):
+        return
+    named = f"loss={choices.get('loss')} and miner={choices.get('miner')}"
+    raise BadInput(
+        f"backbone={choices.get('backbone')} has nothing to train, so {named} never run: the run scores its "
+        f"inputs, which a report would file under the method {named} names; label what it is, e.g. "
+        "report.method=Inputs (method=bdml/pca labels BDML's PCA baseline), or choose a backbone with weights"
+    )
+
+
 def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: bool) -> None:
     """The Trainer's values that count epochs and batches, against the data's real number of batches: a
     run that would train no step (its untrained network recorded as the result) or select on nothing,
