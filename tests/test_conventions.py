@@ -93,6 +93,13 @@ def test_hparams_search_runs_an_optuna_study_of_the_method_s_key(tmp_path):
     jobs = [json.loads(p.read_text()) for p in sweep.glob("*/results.json")]
     assert len(jobs) == 2
     assert {job["choices"]["method"] for job in jobs} == {"zhang2023/rdml"}
+    # A trial continued alone would score outside the study that chose its values.
+    trial = next(p.parent for p in sweep.glob("*/results.json"))
+    before = (trial / "results.json").read_bytes()
+    again = subprocess.run([NOISYDML, f"resume={trial}"], cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode == 1
+    assert f"resume={trial}: the folder is a trial of the search in {sweep}" in again.stderr
+    assert (trial / "results.json").read_bytes() == before
 
 
 @pytest.mark.slow

@@ -42,8 +42,25 @@ def resume_arguments(argv: list[str]) -> list[str]:
             f"resume={run_dir}: no run directory there ({stored} not found); give the directory a run "
             "printed, e.g. outputs/runs/default/<time>, or resume=auto / resume=never"
         )
+    if (search := search_of(run_dir)) is not None:
+        sys.exit(
+            f"resume={run_dir}: the folder is a trial of the search in {search}, which chose its values "
+            "from the trials it saw: continued alone, its score would never reach the study; run the search "
+            "again (its command, with -m) for a study that sees every trial"
+        )
     rest = [a for a in argv if a not in given]
     return [*stored_overrides(run_dir), *rest, f"hydra.run.dir={quoted(run_dir)}"]
+
+
+def search_of(run_dir: Path) -> str | None:
+    """The sweep folder of the search (a sweeper with a ``direction``: Optuna's) whose trial ``run_dir``
+    is, as its Hydra record says; None for a single run or a job of a grid."""
+    record = RunDir(run_dir).hydra_config
+    hydra = (yaml.safe_load(record.read_text()) or {}).get("hydra", {}) if record.is_file() else {}
+    sweeper = hydra.get("sweeper") or {}
+    if hydra.get("mode") != "MULTIRUN" or "direction" not in sweeper:
+        return None
+    return str((hydra.get("sweep") or {}).get("dir") or run_dir.parent)
 
 
 def stored_overrides(run_dir: Path) -> list[str]:
