@@ -235,6 +235,25 @@ def test_table_cells_are_mean_and_95_percent_interval_over_seeds(le_sweep: Path)
     assert "| 70.00 (n=1); failed 1/3; missing 1/3 |" in text
 
 
+def test_a_seed_run_twice_counts_once_and_twice_with_other_results_is_refused(le_sweep: Path) -> None:
+    """The same sweep given twice (its jobs in two folders) is each seed once; a job whose copy computed
+    another number (another commit, numerics mode or machine) is refused, naming both: a seed is one run."""
+    import shutil
+
+    again = le_sweep.parent / "again"
+    shutil.copytree(le_sweep, again)
+    (group,) = group_runs(collect([le_sweep, again]))
+    random = pivot(group).rows[2].cells["0.4"]
+    assert random.values("test/recall@1") == pytest.approx([0.80, 0.82, 0.90])
+    job = next(again.glob("miner=random_semihard,noise.rate=0.4,noise=uniform,seed=1"))
+    record = json.loads((job / "results.json").read_text())
+    record["metrics"]["test/recall@1"] += 0.01
+    (job / "results.json").write_text(json.dumps(record))
+    (group,) = group_runs(collect([le_sweep, again]))
+    with pytest.raises(ValueError, match=r"^seed 1 ran 2 times with different test/recall@1 \(.*; .*again"):
+        pivot(group).rows[2].cells["0.4"].values("test/recall@1")
+
+
 @pytest.mark.slow
 def test_claims_are_paired_by_seed_on_fabricated_le_sweep(le_sweep: Path) -> None:
     groups = group_runs(collect([le_sweep]))

@@ -56,7 +56,26 @@ class Cell:
     runs: list[Run] = field(default_factory=list)
 
     def values(self, metric: str) -> list[float]:
-        return [r.metrics[metric] for r in self.runs if r.status == COMPLETE and metric in r.metrics]
+        """The metric of each seed's complete run (:meth:`per_seed`)."""
+        return list(self.per_seed(metric).values())
+
+    def per_seed(self, metric: str) -> dict[str, float]:
+        """The metric of each seed's complete run, keyed by canonical seed. A seed run twice (the same job
+        in two folders given to the report) counts once where both computed the same; with different results
+        (another commit, numerics mode or machine) it is refused naming both: a seed is one run, and their
+        mean would be a run that never happened."""
+        by_seed: dict[str, list[Run]] = defaultdict(list)
+        for run in self.runs:
+            if run.status == COMPLETE and metric in run.metrics:
+                by_seed[canonical(run.seed)].append(run)
+        for runs in by_seed.values():
+            if len({run.metrics[metric] for run in runs}) > 1:
+                shown = "; ".join(f"{run.path}: {run.metrics[metric]:.6g}" for run in runs[:3])
+                raise ValueError(
+                    f"seed {runs[0].seed} ran {len(runs)} times with different {metric} ({shown}): a seed is "
+                    "one run; give the report the folders of one of them"
+                )
+        return {seed: float(runs[0].metrics[metric]) for seed, runs in by_seed.items()}
 
     def mean(self, metric: str) -> float:
         values = self.values(metric)
@@ -486,12 +505,8 @@ def write_jobs_csv(tables: list[Table], path: Path) -> Path:
 
 
 def seed_means(cell: Cell, metric: str) -> dict[str, float]:
-    """The metric of each seed's complete runs (averaged if a seed ran twice), keyed by canonical seed."""
-    by_seed: dict[str, list[float]] = defaultdict(list)
-    for run in cell.runs:
-        if run.status == COMPLETE and metric in run.metrics:
-            by_seed[canonical(run.seed)].append(run.metrics[metric])
-    return {seed: float(np.mean(v)) for seed, v in by_seed.items()}
+    """The metric of each seed's complete run, keyed by canonical seed (:meth:`Cell.per_seed`)."""
+    return cell.per_seed(metric)
 
 
 def topline_ratios(row: Row, topline: Row, column: Any, metric: str) -> dict[str, float]:
