@@ -23,8 +23,9 @@ WRITING_SECTIONS = ("callbacks", "logger", "trainer")
 # How deep below a run directory another run is looked for: a sweep's jobs are one level down, a
 # name/time run folder two, outputs/ three.
 DEPTH = 4
-# What Hydra writes into a sweep's folder as the sweep starts.
-SWEEP_RECORD = "multirun.yaml"
+# A sweep's own files: Hydra's record, written as the sweep starts, and the values scripts/reproduce.py
+# tuned for it, written before (the report reads both).
+SWEEP_FILES = ("multirun.yaml", "tuning.json")
 
 
 def check_run_folder(run: RunDir, sweep: Path | None = None) -> None:
@@ -72,7 +73,7 @@ def check_folder_argument(key: str, folder: Path) -> None:
         )
     if path.is_dir() and not is_run(path) and (entries := sorted(p.name for p in path.iterdir())):
         # A folder of something else (``.``, ``~``, a project's): the run's files would land among its own.
-        own = RunDir(path).own_names() if run else {SWEEP_RECORD}
+        own = RunDir(path).own_names() if run else set(SWEEP_FILES)
         if not own.intersection(entries):
             shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
             raise BadInput(
