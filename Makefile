@@ -198,7 +198,8 @@ reproduce-noisy-dml-mnist5k: install
 ## committed per-job times (scripts/bench/README.md: a MNIST-1D job 13 s in a sweep, BSPML 30, the
 ## classifier 4.5 s a seed; a digits job 2-3 s) x 1.08 for numerics=strict: 84, 84, 82 and 72 core-minutes;
 ## the slots run symmetric then instance-dependent (166) and small-cluster then the digits (156), about 170
-## minutes with the reports. The time it took is results/noisy_dml_mnist1d/stamp.json's wall_s.
+## minutes with the reports. The time it took is results/noisy_dml_mnist1d/stamp.json's wall_s (in avx2,
+## 125 minutes with the reports: scripts/bench/README.md).
 NOISY_DML_MNIST1D := noisy_dml/mnist1d_symmetric noisy_dml/mnist1d_small_cluster \
 	noisy_dml/mnist1d_instance_dependent noisy_dml/digits_instance_dependent
 .PHONY: reproduce-noisy-dml-mnist1d
