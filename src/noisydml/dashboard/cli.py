@@ -123,7 +123,6 @@ def main(argv: list[str] | None = None) -> None:
                     "into; give a folder outside every run"
                 )
             check_writable(args.store, "--store", "--store <a folder of yours>")
-            check_store(args.store)
         except BadInput as error:
             sys.exit(f"noisydml-dashboard: {error}")
     try:

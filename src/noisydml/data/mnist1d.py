@@ -78,8 +78,17 @@ class MNIST1D(Digits):
             or final_seq_length < 2
         ):
             raise ValueError(f"dataset.final_seq_length={final_seq_length!r} is not an int >= 2; e.g. 40")
-        given = (generation_seed, template_len, padding, max_translation, scale_coeff, corr_noise_scale)
-        for rule, value in zip(GENERATION_RULES, (*given, iid_noise_scale, shear_scale), strict=True):
+        generation = (
+            generation_seed,
+            template_len,
+            padding,
+            max_translation,
+            scale_coeff,
+            corr_noise_scale,
+            iid_noise_scale,
+            shear_scale,
+        )
+        for rule, value in zip(GENERATION_RULES, generation, strict=True):
             check_value(rule, value)
         if padding[0] > padding[1]:
             raise BadValue(

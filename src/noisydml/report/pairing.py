@@ -17,7 +17,7 @@ from typing import Any
 
 from noisydml.report.collect import FAILED, MISSING, canonical
 from noisydml.report.statistics import Paired
-from noisydml.report.tables import Cell, Group, Row, Table, format_number, seed_means
+from noisydml.report.tables import Cell, Group, Row, Table, format_number
 
 RECALL = "test/recall@1"
 # Overrides that make a row a different method; rows that agree on everything else are compared.
@@ -67,7 +67,7 @@ def pairs(
 def by_seed(row: Row, column: Any, metric: str) -> dict[str, float]:
     """The row's metric at one column value, by seed (empty when no run there logged it)."""
     cell = row.cells.get(canonical(column))
-    return seed_means(cell, metric) if cell else {}
+    return cell.per_seed(metric) if cell else {}
 
 
 def mean_at(row: Row, column: Any, metric: str) -> float:

@@ -504,18 +504,13 @@ def write_jobs_csv(tables: list[Table], path: Path) -> Path:
     return Path(path)
 
 
-def seed_means(cell: Cell, metric: str) -> dict[str, float]:
-    """The metric of each seed's complete run, keyed by canonical seed (:meth:`Cell.per_seed`)."""
-    return cell.per_seed(metric)
-
-
 def topline_ratios(row: Row, topline: Row, column: Any, metric: str) -> dict[str, float]:
     """Noisy / topline per seed at one column value (Le & Odobez Fig. 1d): a seed pairs a noisy run with its
     topline (same seed, same kept-or-flipped draw). Empty when no seed has both."""
     noisy, top = row.cells.get(canonical(column)), topline.cells.get(canonical(column))
     if noisy is None or top is None:
         return {}
-    a, b = seed_means(noisy, metric), seed_means(top, metric)
+    a, b = noisy.per_seed(metric), top.per_seed(metric)
     return {s: a[s] / b[s] for s in a if s in b and b[s] != 0}
 
 
@@ -531,7 +526,7 @@ def topline_ratio(row: Row, topline: Row, column: Any, metric: str) -> tuple[flo
     noisy, top = row.cells.get(canonical(column)), topline.cells.get(canonical(column))
     if noisy is None or top is None:
         return math.nan, math.nan, 0
-    a, b = seed_means(noisy, metric), seed_means(top, metric)
+    a, b = noisy.per_seed(metric), top.per_seed(metric)
     if a and b and np.mean(list(b.values())) != 0:
         return float(np.mean(list(a.values())) / np.mean(list(b.values()))), math.nan, 0
     return math.nan, math.nan, 0

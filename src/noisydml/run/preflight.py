@@ -76,8 +76,9 @@ def prepare(
     check_optimization(cfg, model)
     check_loss_lr(cfg, model.loss, datamodule.training_set(), choices)
     check_metrics(cfg, datamodule, model.metrics)
-    check_untrained(cfg, choices, model.has_parameters_to_train())
-    check_lengths(cfg, datamodule, model.has_parameters_to_train())
+    trainable = model.has_parameters_to_train()
+    check_untrained(cfg, choices, trainable)
+    check_lengths(cfg, datamodule, trainable)
     check_one_batch(model, datamodule, choices)
     check_precision(cfg, trainer, model, datamodule)
     return checkpoint, datamodule, model

@@ -73,13 +73,12 @@ def check_folder_argument(key: str, folder: Path) -> None:
         )
     if path.is_dir() and not is_run(path) and (entries := sorted(p.name for p in path.iterdir())):
         # A folder of something else (``.``, ``~``, a project's): the run's files would land among its own.
-        own = RunDir(path).own_names() if run else set(SWEEP_FILES)
+        own, what = (RunDir(path).own_names(), "run") if run else (set(SWEEP_FILES), "sweep")
         if not own.intersection(entries):
             shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
             raise BadInput(
-                f"{key}={folder} is no {'run' if run else 'sweep'}'s folder but holds {shown}, among which "
-                f"this {'run' if run else 'sweep'}'s files would be written; choose a new or empty folder, "
-                f"or {new}"
+                f"{key}={folder} is no {what}'s folder but holds {shown}, among which this {what}'s files "
+                f"would be written; choose a new or empty folder, or {new}"
             )
 
 
