@@ -1,6 +1,7 @@
 """Hydra's basic sweep (the cartesian product of the comma-separated overrides, ``hydra.sweeper.params``
 first, jobs in the same order and numbered alike), checked before any job runs at the cost of one
-composition per distinct job shape instead of one per job.
+composition per distinct job shape instead of one per job, and each job composed from the configs merged
+for its group choices (:mod:`~hydra_plugins.noisydml_sweeper.composition`).
 
 Hydra's basic sweeper composes every job's config once to check it before launching, and the launcher
 composes it again to run it: two compositions a job, a tenth of a small job's CPU time
@@ -33,6 +34,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from hydra_plugins.noisydml_sweeper.composition import ComposedOnce
 from noisydml.utils.errors import BadInput
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,9 @@ class NoisydmlSweeper(Sweeper):
         self.launcher = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        hydra_context = HydraContext(
+            config_loader=ComposedOnce(hydra_context.config_loader), callbacks=hydra_context.callbacks
+        )
         self.hydra_context = hydra_context
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(
