@@ -59,7 +59,7 @@ BAD_INPUTS = [
     ),
     (
         ["dataset=mnist1d", "dataset.num_samples=10"],
-        r"dataset.num_samples=10 is not an int >= 20 .*num_samples=10000",
+        r"dataset.num_samples=10 must be >= 20 .*num_samples=10000",
     ),
     (["seed=abc"], r"seed=abc is not an integer; give one, e.g. seed=0"),
     (["seed=-1"], r"seed=-1 is outside \[0, 4294967296\)"),
@@ -769,6 +769,17 @@ CLI_BAD_INPUTS = [
     ),
     ("hydra.sweeper.n_trials=0", "hydra.sweeper.n_trials=0 is not a number of trials; give one >= 1"),
     ("hydra.sweeper.direction=up", "hydra.sweeper.direction=up is not an option; use one of: maximize"),
+    # A key the config lacks, without +: Hydra printed its exception over five lines, with no closest key.
+    (
+        "noise.rat=0.2",
+        "noise.rat=0.2: noise has no key rat (noise=uniform); did you mean noise.rate=0.2? (its keys: rate, "
+        "seed)",
+    ),
+    ("nois.rate=0.2", "nois.rate=0.2: the config has no key nois; did you mean noise.rate=0.2? (its keys: "),
+    (
+        "trainer.max_epoch=3",
+        "trainer.max_epoch=3: trainer has no key max_epoch (trainer=default); did you mean ",
+    ),
 ]
 
 
@@ -778,6 +789,29 @@ def test_unknown_options_and_unusable_folders_are_refused_by_the_cli_in_one_line
     out = subprocess.run([str(exe), override], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 1
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(
+    ("experiment", "methods"),
+    [
+        # The default config lacks the key, whichever method comes first: refused before Hydra starts.
+        ([], "prism/prism,le2019/triplet_random_semihard"),
+        # The experiment's own method (PRISM) has it, a later job's does not: refused by the sweeper, before
+        # the sweep's folder is written.
+        (["experiment=noisy_dml/digits_symmetric"], "prism/prism,le2019/triplet_random_semihard"),
+    ],
+)
+def test_a_sweep_with_a_key_some_job_lacks_is_refused_before_anything_is_written(
+    tmp_path, experiment, methods
+):
+    exe = Path(sys.executable).with_name("noisydml")
+    sweep = ["-m", *experiment, f"method={methods}", "loss.memory_size=10", "trainer.max_epochs=1"]
+    out = subprocess.run([str(exe), *sweep], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[0].startswith(
+        "loss.memory_size=10: loss has no key memory_size (loss=triplet) (its keys: margin, "
+    ), out.stderr
     assert not (tmp_path / "outputs").exists()
 
 

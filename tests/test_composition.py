@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.composition import ComposedOnce
 from noisydml.run.cli import CONFIG_DIR
+from noisydml.utils.errors import BadInput
 
 EXPERIMENT = "experiment=noisy_dml/digits_symmetric"
 
@@ -67,11 +68,12 @@ def test_each_job_is_composed_as_hydra_composes_it_from_the_files(order):
 
 
 def test_a_job_hydra_refuses_is_refused_with_hydras_error():
+    """Hydra's own refusals (a + on a key the config has, a ~ on one it lacks) as Hydra words them; a key
+    the config lacks, without +, is refused in one line (below)."""
     loader, config = master()
     once = ComposedOnce(loader)
     once.load_sweep_config(config, [EXPERIMENT, "method=prism/prism", "seed=0"])
     for job in (
-        [EXPERIMENT, "method=prism/prism", "noise.rat=0.3"],
         [EXPERIMENT, "method=prism/prism", "+noise.rate=0.3"],
         [EXPERIMENT, "method=prism/prism", "~data.nothing"],
     ):
@@ -106,3 +108,29 @@ def test_a_job_that_overrides_hydra_is_composed_by_hydra_whole():
     job = [EXPERIMENT, "method=prism/prism", "hydra.job.name=other", "seed=1"]
     assert composed(once.load_sweep_config(config, job)) == composed(loader.load_sweep_config(config, job))
     assert once._merged == {}
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "noise.rat=0.3",
+            "noise.rat=0.3: noise has no key rat (noise=uniform); did you mean noise.rate=0.3? (its keys: "
+            "rate, seed); a key of your own is added with +noise.rat=...",
+        ),
+        # The section itself misspelt: the closest section, the rest of the key kept.
+        (
+            "nois.rate=0.3",
+            "nois.rate=0.3: the config has no key nois; did you mean noise.rate=0.3? (its keys: ",
+        ),
+        # Nothing close: the keys there.
+        ("data.zzz=1", "data.zzz=1: data has no key zzz (its keys: "),
+    ],
+)
+def test_a_value_override_on_a_key_the_config_lacks_is_refused_naming_the_closest(override, message):
+    loader, config = master()
+    once = ComposedOnce(loader)
+    with pytest.raises(BadInput) as refused:
+        once.load_sweep_config(config, [EXPERIMENT, "method=prism/prism", override])
+    assert str(refused.value).startswith(message)
+    assert "\n" not in str(refused.value)

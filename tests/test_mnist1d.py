@@ -52,7 +52,9 @@ def test_five_hundred_signals_of_40_samples_per_digit_and_more_on_demand():
     assert more.shape == (6000, 1, 50) and np.bincount(more_labels).tolist() == [600] * 10
     other, _ = MNIST1D(generation_seed=0).images_and_labels()
     assert not torch.equal(other, signals)
-    with pytest.raises(ValueError, match=r"dataset.num_samples=10 is not an int >= 20"):
+    with pytest.raises(
+        ValueError, match=r"dataset.num_samples=10 must be >= 20 \(num_samples // 10 signals per digit"
+    ):
         MNIST1D(num_samples=10)
 
 

@@ -91,10 +91,11 @@ class NoisydmlSweeper(Sweeper):
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         jobs = self.expand(self.params, arguments, parser, self.grids)
+        # Before the sweep's folder is written: a sweep refused leaves nothing to continue.
+        self.validate_batch_is_legal(jobs)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        self.validate_batch_is_legal(jobs)
         size = self.max_batch_size if self.max_batch_size not in (None, -1) else max(len(jobs), 1)
         if size < 1:
             raise HydraException(f"hydra.sweeper.max_batch_size={size} must be a positive number of jobs")
@@ -163,13 +164,12 @@ class NoisydmlSweeper(Sweeper):
         sweep before the first job runs."""
         assert self.hydra_context is not None and self.config is not None
         loader = self.hydra_context.config_loader
+        assert isinstance(loader, ComposedOnce)
         parser = OverridesParser.create(config_loader=loader)
-        groups: dict[str, bool] = {}
+        hydra_overrides = OmegaConf.to_container(self.config.hydra.overrides.hydra)
 
         def is_group(name: str) -> bool:
-            if name not in groups:
-                groups[name] = bool(loader.get_group_options(name))
-            return groups[name]
+            return loader.is_group(self.config.hydra.job.config_name, hydra_overrides, name)
 
         seen = set()
         for overrides in batch:

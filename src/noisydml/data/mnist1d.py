@@ -19,10 +19,18 @@ from noisydml.data.digits import Digits
 from noisydml.utils.checks import BadValue, Rule, check_value
 from noisydml.utils.random_state import streams_kept
 
-# The package's generation arguments, in the ranges its transforms take (mnist1d.transform): a seed numpy
-# accepts, a template dilated to at least a sample, padding drawn from low to high zeros, a translation drawn
-# below max_translation, a scale factor 1 + scale_coeff * (u - 1/2) that stays positive, noise scales.
+# The package's generation arguments, in the ranges its transforms take (mnist1d.transform): enough signals
+# for a split, a seed numpy accepts, a template dilated to at least a sample, padding drawn from low to high
+# zeros, a translation drawn below max_translation, a scale factor 1 + scale_coeff * (u - 1/2) that stays
+# positive, noise scales, a resampled length of at least two.
 GENERATION_RULES = (
+    Rule(
+        "dataset.num_samples",
+        int,
+        20,
+        example="dataset.num_samples=10000",
+        why="num_samples // 10 signals per digit, and a stratified split needs two of each",
+    ),
     Rule("dataset.generation_seed", int, 0, 2**32, example="dataset.generation_seed=42 (the package's set)"),
     Rule("dataset.template_len", int, 1, example="dataset.template_len=12"),
     Rule("dataset.padding", int, 0, each=True, length=2, example="dataset.padding=[36,60]"),
@@ -31,6 +39,7 @@ GENERATION_RULES = (
     Rule("dataset.corr_noise_scale", float, 0, example="dataset.corr_noise_scale=0.25"),
     Rule("dataset.iid_noise_scale", float, 0, example="dataset.iid_noise_scale=0.02"),
     Rule("dataset.shear_scale", float, 0, example="dataset.shear_scale=0.75"),
+    Rule("dataset.final_seq_length", int, 2, example="dataset.final_seq_length=40"),
 )
 
 
@@ -67,18 +76,8 @@ class MNIST1D(Digits):
         shuffle_seq: bool = False,
         final_seq_length: int = 40,
     ):
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 20:
-            raise ValueError(
-                f"dataset.num_samples={num_samples!r} is not an int >= 20 (num_samples // 10 signals per "
-                "digit, and a stratified split needs two of each); e.g. dataset.num_samples=10000"
-            )
-        if (
-            isinstance(final_seq_length, bool)
-            or not isinstance(final_seq_length, int)
-            or final_seq_length < 2
-        ):
-            raise ValueError(f"dataset.final_seq_length={final_seq_length!r} is not an int >= 2; e.g. 40")
         generation = (
+            num_samples,
             generation_seed,
             template_len,
             padding,
@@ -87,6 +86,7 @@ class MNIST1D(Digits):
             corr_noise_scale,
             iid_noise_scale,
             shear_scale,
+            final_seq_length,
         )
         for rule, value in zip(GENERATION_RULES, generation, strict=True):
             check_value(rule, value)

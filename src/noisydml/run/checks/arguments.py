@@ -1,5 +1,6 @@
 """The command line, before Hydra starts or writes anything: an override it cannot parse, an unknown group
-option (with the closest one), a sweep value list that is empty, a ``name=`` that is too long for a folder
+option (with the closest one), a run's value override on a key its config lacks (with the closest one), a
+sweep value list that is empty, a ``name=`` that is too long for a folder
 or leads out of ``outputs/runs/``, a run or sweep folder that cannot be written or lies in another run's,
 and a search's arguments. This module loads no torch: the command line runs it before the numerics are
 chosen (:mod:`noisydml.numerics`)."""
@@ -21,6 +22,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 
+from hydra_plugins.noisydml_sweeper.composition import ComposedOnce
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import sweep_values
 from noisydml import CONFIG_DIR
 from noisydml.run.checks.folders import check_folder_argument
@@ -128,6 +130,7 @@ def check_arguments(argv: list[str]) -> None:
             prefix = argument[: len(argument) - len(argument.lstrip("+~"))]
             job_name_parts.append(max(len(f"{prefix}{key}={v}".encode()) for v in named or [""]))
     _check_job_folder_name(argv, job_name_parts, sweep)
+    _check_keys(argv)
 
 
 def _check_cluster() -> None:
@@ -160,6 +163,39 @@ def _check_job_folder_name(argv: list[str], parts: list[int], sweep: bool) -> No
         )
 
 
+def _check_keys(argv: list[str]) -> None:
+    """A run's value overrides, each on a key its composed config has (a typo without ``+`` is refused in one
+    line naming the keys there: :func:`~hydra_plugins.noisydml_sweeper.composition.no_such_key`), composed
+    as the sweeper composes a job. For a sweep, its config without the swept overrides (which Hydra composes
+    first) and its first job; the sweeper checks one job of each set of group choices so again. Anything
+    else Hydra refuses it says itself."""
+    given = [a for a in argv if "=" in a and not a.startswith("-")]
+    parsed = OverridesParser.create().parse_overrides(given)
+    if any(o.is_sweep_override() and not o.is_discrete_sweep() for o in parsed):
+        return
+    task = [(a, o) for a, o in zip(given, parsed, strict=True) if not o.is_hydra_override()]
+    unswept = [a for a, o in task if not o.is_sweep_override()]
+    first = [f"{o.get_key_element()}={sweep_values(o)[0]}" if o.is_sweep_override() else a for a, o in task]
+    searched = ("hydra.searchpath", "+hydra.searchpath", "++hydra.searchpath")
+    hydra_overrides = _searchpath(tuple(argv)) + [
+        a
+        for a, o in zip(given, parsed, strict=True)
+        if o.is_hydra_override() and a.split("=")[0] not in searched
+    ]
+    for overrides in [unswept, first] if first != unswept else [first]:
+        if not overrides:
+            continue
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            try:
+                ComposedOnce(GlobalHydra.instance().config_loader()).compose(
+                    "config", hydra_overrides, overrides
+                )
+            except BadInput:
+                raise
+            except Exception:
+                return
+
+
 def _check_option(group: str, option: str, argv: list[str]) -> None:
     """``group=option`` names a config of the package's ``conf/`` or of a folder the command line adds to
     Hydra's search path (``hydra.searchpath=[...]``, ``--config-dir``), as Hydra will look for it."""
@@ -179,12 +215,7 @@ def group_options(group: str, argv: tuple[str, ...]) -> list[str]:
     """The options of ``group`` on Hydra's search path as the command line ``argv`` sets it: the package's
     ``conf/``, then ``hydra.searchpath`` (the command line's, else the primary config's) and a
     ``--config-dir`` folder."""
-    overrides = [a for a in argv if a.lstrip("+").startswith("hydra.searchpath=")]
-    extra = _config_dirs(argv)
-    if extra:
-        given = OverridesParser.create().parse_overrides(overrides)[0].value() if overrides else []
-        entries = [*(given or []), *(f"file://{Path(d).expanduser().resolve()}" for d in extra)]
-        overrides = [f"hydra.searchpath=[{','.join(entries)}]"]
+    overrides = _searchpath(argv)
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
 
@@ -195,6 +226,18 @@ def group_options(group: str, argv: tuple[str, ...]) -> list[str]:
             return [*listed, *(f"{sub}/{o}" for sub in folders for o in options(f"{path}/{sub}"))]
 
         return sorted(options(group))
+
+
+def _searchpath(argv: tuple[str, ...]) -> list[str]:
+    """The ``hydra.searchpath`` override the command line ``argv`` amounts to: its own, with the folders of
+    ``--config-dir`` added (none if it has neither)."""
+    overrides = [a for a in argv if a.lstrip("+").startswith("hydra.searchpath=")]
+    extra = _config_dirs(argv)
+    if extra:
+        given = OverridesParser.create().parse_overrides(overrides)[0].value() if overrides else []
+        entries = [*(given or []), *(f"file://{Path(d).expanduser().resolve()}" for d in extra)]
+        overrides = [f"hydra.searchpath=[{','.join(entries)}]"]
+    return overrides
 
 
 def _config_dirs(argv: tuple[str, ...]) -> list[str]:
