@@ -780,6 +780,12 @@ CLI_BAD_INPUTS = [
         "trainer.max_epoch=3",
         "trainer.max_epoch=3: trainer has no key max_epoch (trainer=default); did you mean ",
     ),
+    # A sweep's values without -m: Hydra's refusal named three readings over four lines.
+    (
+        "noise.rate=0.2,0.3",
+        "noise.rate=0.2,0.3 is a sweep over noise.rate's values, which runs only with -m: ",
+    ),
+    ("seed=range(0,3)", "seed=range(0,3) is a sweep over seed's values, which runs only with -m: "),
 ]
 
 

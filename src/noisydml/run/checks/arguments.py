@@ -1,8 +1,8 @@
 """The command line, before Hydra starts or writes anything: an override it cannot parse, an unknown group
 option (with the closest one), a run's value override on a key its config lacks (with the closest one), a
-sweep value list that is empty, a ``name=`` that is too long for a folder
-or leads out of ``outputs/runs/``, a run or sweep folder that cannot be written or lies in another run's,
-and a search's arguments. This module loads no torch: the command line runs it before the numerics are
+sweep's values given without ``-m``, a sweep value list that is empty, a ``name=`` that is too long for a
+folder or leads out of ``outputs/runs/``, a run or sweep folder that cannot be written or lies in another
+run's, and a search's arguments. This module loads no torch: the command line runs it before the numerics are
 chosen (:mod:`noisydml.numerics`)."""
 
 from __future__ import annotations
@@ -88,6 +88,13 @@ def check_arguments(argv: list[str]) -> None:
         if (CONFIG_DIR / key).is_dir() and not key.startswith("hydra") and not override.is_delete():
             for value in values:
                 _check_option(key, value, argv)
+        if override.is_sweep_override() and not sweep:
+            # Hydra refuses it over four lines, naming three readings; the run means one of them.
+            raise BadInput(
+                f"{argument} is a sweep over {key}'s values, which runs only with -m: noisydml -m "
+                f"{argument} ...; for one run give one value (a list is {key}=[a,b], a string with commas "
+                f"\"{key}='a,b'\")"
+            )
         if not sweep and (key in SWEEP_GROUPS or key.startswith(tuple(f"{k}." for k in SWEEP_KEYS))):
             raise BadInput(
                 f"{argument} is read only by a sweep (its sweeper or launcher), and this command runs one "
