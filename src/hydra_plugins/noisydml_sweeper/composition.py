@@ -73,12 +73,12 @@ class ComposedOnce(ConfigLoader):
             override.is_hydra_override() or override.is_sweep_override() for override in parsed
         ):
             return None
-        choices = [
-            o
+        chosen = [
+            self.is_group(config_name, hydra_overrides, o.key_or_group) and not isinstance(o.value(), dict)
             for o in parsed
-            if self.is_group(config_name, hydra_overrides, o.key_or_group) and not isinstance(o.value(), dict)
         ]
-        values = [o for o in parsed if not any(o is choice for choice in choices)]
+        choices = [o for o, choice in zip(parsed, chosen, strict=True) if choice]
+        values = [o for o, choice in zip(parsed, chosen, strict=True) if not choice]
         given = [*hydra_overrides, *(str(o.input_line) for o in choices)]
         key = (config_name, *given)
         if key not in self._merged:

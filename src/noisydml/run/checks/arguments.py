@@ -183,20 +183,15 @@ def _check_keys(argv: list[str]) -> None:
     task = [(a, o) for a, o in zip(given, parsed, strict=True) if not o.is_hydra_override()]
     unswept = [a for a, o in task if not o.is_sweep_override()]
     first = [f"{o.get_key_element()}={sweep_values(o)[0]}" if o.is_sweep_override() else a for a, o in task]
-    searched = ("hydra.searchpath", "+hydra.searchpath", "++hydra.searchpath")
     hydra_overrides = _searchpath(tuple(argv)) + [
-        a
-        for a, o in zip(given, parsed, strict=True)
-        if o.is_hydra_override() and a.split("=")[0] not in searched
+        a for a, o in zip(given, parsed, strict=True) if o.is_hydra_override() and not _is_searchpath(a)
     ]
-    for overrides in [unswept, first] if first != unswept else [first]:
-        if not overrides:
-            continue
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        loader = ComposedOnce(GlobalHydra.instance().config_loader())
+        for overrides in [unswept, first] if first != unswept else [first]:
             try:
-                ComposedOnce(GlobalHydra.instance().config_loader()).compose(
-                    "config", hydra_overrides, overrides
-                )
+                if overrides:
+                    loader.compose("config", hydra_overrides, overrides)
             except BadInput:
                 raise
             except Exception:
@@ -238,13 +233,18 @@ def group_options(group: str, argv: tuple[str, ...]) -> list[str]:
 def _searchpath(argv: tuple[str, ...]) -> list[str]:
     """The ``hydra.searchpath`` override the command line ``argv`` amounts to: its own, with the folders of
     ``--config-dir`` added (none if it has neither)."""
-    overrides = [a for a in argv if a.lstrip("+").startswith("hydra.searchpath=")]
+    overrides = [a for a in argv if _is_searchpath(a)]
     extra = _config_dirs(argv)
     if extra:
         given = OverridesParser.create().parse_overrides(overrides)[0].value() if overrides else []
         entries = [*(given or []), *(f"file://{Path(d).expanduser().resolve()}" for d in extra)]
         overrides = [f"hydra.searchpath=[{','.join(entries)}]"]
     return overrides
+
+
+def _is_searchpath(argument: str) -> bool:
+    """``argument`` sets Hydra's search path (``hydra.searchpath=``, with or without ``+``)."""
+    return argument.lstrip("+").startswith("hydra.searchpath=")
 
 
 def _config_dirs(argv: tuple[str, ...]) -> list[str]:
