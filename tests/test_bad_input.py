@@ -320,6 +320,36 @@ BAD_INPUTS = [
         r"backbone=identity has nothing to train, so loss=triplet and miner=\w+ never run: the run scores "
         r"its inputs",
     ),
+    # Every key an experiment's file composes is what the run is, but the seed and where and how it runs.
+    (
+        ["experiment=noisy_dml/digits_symmetric", "noise.rate=0.5", "seed=0", "optimizer.lr=0.01"],
+        r"experiment=noisy_dml/digits_symmetric is optimizer.lr=0.001, but optimizer.lr=0.01 was given, "
+        r"which would file another run under the experiment's name noisy_dml_digits_symmetric and figure "
+        r"noisy_dml/digits_symmetric; drop optimizer.lr=0.01 to run the experiment, or label the run as "
+        r"your own with name=<name> report.figure=<paper>/<what>",
+    ),
+    # A part's required key removed: Python's TypeError, raised from inside Hydra's instantiate.
+    (
+        ["~noise.rate"],
+        r"noise.rate is required by noisydml.noise.UniformNoise, but the config sets none \(was it removed "
+        r"with ~noise.rate\?\); give it, e.g. \+noise.rate=<value>",
+    ),
+    # Values a library takes without a word: threads beyond the cores only contend; Lightning reads any
+    # negative number of sanity steps as all of them; a checkpoint path to nothing failed after the data.
+    (["cpu_threads=999"], r"cpu_threads=999: this process may use \d+ CPU cores, and threads beyond them"),
+    (
+        ["trainer.num_sanity_val_steps=-5"],
+        r"trainer.num_sanity_val_steps=-5 must be >= -1; e.g. trainer.num_sanity_val_steps=0",
+    ),
+    (["ckpt_path=/nonexistent.ckpt"], r"ckpt_path=/nonexistent.ckpt is not a file; give a checkpoint"),
+    (
+        ["ckpt_path={data}/good/features.npz"],
+        r"ckpt_path=.*/features.npz is not a checkpoint torch can read \(.*\); give a checkpoint a run wrote",
+    ),
+    (
+        ["logger=wandb", "logger.wandb.project=a/b"],
+        r"logger.wandb.project=a/b is refused by W&B \(Invalid project name 'a/b'.*\); give a name without",
+    ),
     # Rule 2: a run writes only into its own folder ({finished}: another run's, finished).
     (
         [
@@ -670,7 +700,9 @@ def test_bad_input_is_refused_before_training_with_key_value_and_fix(
 ):
     given = [o.replace("{data}", str(data)).replace("{finished}", str(finished)) for o in overrides]
     run_dir = [o.split("=", 1)[1] for o in given if o.startswith("hydra.run.dir=")]
-    cfg = compose_config(*(o for o in given if not o.startswith("hydra.run.dir=")))
+    # An experiment's run shortened by conftest's TINY would be another run than the experiment's.
+    tiny = not any(o.startswith("experiment=") for o in given)
+    cfg = compose_config(*(o for o in given if not o.startswith("hydra.run.dir=")), tiny=tiny)
     if run_dir:
         with open_dict(cfg):
             cfg.paths.output_dir = run_dir[0]
@@ -786,6 +818,12 @@ CLI_BAD_INPUTS = [
         "noise.rate=0.2,0.3 is a sweep over noise.rate's values, which runs only with -m: ",
     ),
     ("seed=range(0,3)", "seed=range(0,3) is a sweep over seed's values, which runs only with -m: "),
+    # A deletion of a key the config lacks: Hydra's "Could not delete", with no closest key.
+    (
+        "~noise.rat",
+        "~noise.rat: noise has no key rat (noise=uniform), so there is nothing to delete; did you mean "
+        "~noise.rate? (its keys: rate, seed)",
+    ),
 ]
 
 
@@ -886,6 +924,14 @@ def test_the_other_commands_refuse_bad_folders_stores_and_values_in_one_line(tmp
     ]
     for said, expected in cases:
         assert said.startswith(expected) and "\n" not in said, said
+
+
+def test_a_report_of_a_metric_no_run_logged_is_refused_naming_the_closest(small_sweep, tmp_path):
+    # argparse takes --metric for --metrics: a typo of the metric gave a report whose column was empty.
+    said = _report(str(small_sweep), "--metric", "test/recall@3", "--out", str(tmp_path / "reports"))
+    assert said.startswith(f"noisydml-report: --metrics test/recall@3: no run under {small_sweep} logged it")
+    assert "; did you mean --metrics test/recall@" in said and "\n" not in said
+    assert not (tmp_path / "reports").exists()
 
 
 def test_a_batch_wider_than_the_training_split_names_data_p_not_the_validation_split(compose_config):

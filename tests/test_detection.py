@@ -79,6 +79,9 @@ def test_a_comparisons_report_states_the_vote_on_the_inputs_per_setting_beside_e
                     "noise.rate=0.5",
                     f"seed={seed}",
                     "trainer.max_epochs=1",
+                    # Shortened: another run than the experiment's, under labels of its own.
+                    "name=comparison",
+                    "report.figure=noisy_dml/comparison",
                     run=f"{method.replace('/', '_')}_{seed}",
                 )
             )

@@ -152,6 +152,9 @@ def test_the_reference_trains_where_instance_dependent_noise_crowds_a_class(comp
         "noise.rate=0.4",
         "seed=3",
         f"paths.data_dir={tmp_path / 'data'}",
+        # Shortened (conftest's TINY): another run than the experiment's, under labels of its own.
+        "name=reference",
+        "report.figure=tests/reference",
     )
     cfg = compose_config(*overrides)
     assert cfg.data.filter.min_per_class == cfg.data.K == 12
@@ -225,6 +228,8 @@ def test_the_vote_at_the_last_validation_alone_reports_what_voting_at_every_one_
         "noise.rate=0.5",
         "trainer.max_epochs=3",
         "data.batches_per_epoch=4",
+        "name=vote",
+        "report.figure=tests/vote",
     )
     for every in ("true", "false"):
         train(compose_config(*common, f"callbacks.knn_detection.every_validation={every}", run=every))
@@ -243,13 +248,18 @@ def test_the_vote_at_the_last_validation_alone_reports_what_voting_at_every_one_
 
 @pytest.mark.slow
 def test_filter_baseline_trains_on_the_kept_samples_beside_the_same_validation(compose_config, tmp_path):
-    plain = compose_config("experiment=noisy_dml/digits_symmetric", "noise.rate=0.5", "trainer.max_epochs=1")
+    # Shortened: other runs than the experiment's, under labels of their own.
+    labels = ("name=filter", "report.figure=tests/filter")
+    plain = compose_config(
+        "experiment=noisy_dml/digits_symmetric", "noise.rate=0.5", "trainer.max_epochs=1", *labels
+    )
     train(plain)
     filtered = compose_config(
         "experiment=noisy_dml/digits_symmetric",
         "method=reference/knn_filter",
         "noise.rate=0.5",
         "trainer.max_epochs=1",
+        *labels,
         run="filter",
     )
     assert filtered.data.filter.rate == 0.5 and filtered.data.filter.trunk_features is False

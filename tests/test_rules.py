@@ -89,8 +89,21 @@ def test_a_plain_run_is_finished(compose_config):
         ["experiment=digits/le2019_noise", "method=le2019/marginal_random_semihard", "noise=topline"],
         ["experiment=digits/le2019_noise", "noise.rate=0.4"],
         ["experiment=digits/bdml_noise", "method=bdml/pca", "noise.rate=0.3"],
-        # What does not make the run another (scale, paths, training length).
-        ["experiment=digits/le2019_noise", "trainer.max_epochs=1", "data.P=5", "paths.data_dir=/tmp"],
+        # Where and how it runs, which cannot change what it computes (identity.FREE).
+        [
+            "experiment=digits/le2019_noise",
+            "paths.data_dir=/tmp",
+            "cpu_threads=1",
+            "numerics=strict",
+            "logger=csv",
+            "trainer.enable_progress_bar=false",
+            "trainer=cpu",
+            "data.num_workers=0",
+            "callbacks=save_embeddings",
+            "+trainer.max_time=00:01:00:00",
+        ],
+        # A debug run is recorded as no result.
+        ["experiment=digits/le2019_noise", "debug=limit", "trainer.max_epochs=1"],
         # A departure given labels of its own is filed elsewhere.
         ["experiment=digits/le2019_noise", "dataset=mnist5k", "name=mine", "report.figure=mine/mnist5k"],
     ],
@@ -118,6 +131,22 @@ def test_an_experiment_runs_its_sweep_and_relabelled_departures(compose_choices,
         (
             ["+data.filter={_target_: noisydml.data.knn_filter.KnnLabelFilter}"],
             r"is data.filter=null, but data.filter={_target_: noisydml.data.knn_filter.KnnLabelFilter}",
+        ),
+        # Every other key too: how long and on what batch it trains, how it optimizes and selects, what
+        # it scores, and several processes (each draws a batch), a key the file never sets included.
+        (["trainer.max_epochs=1"], r"is trainer.max_epochs=\d+, but trainer.max_epochs=1 was given"),
+        (["data.P=5"], r"is data.P=10, but data.P=5 was given"),
+        (["optimizer.lr=0.01"], r"is optimizer.lr=[\d.e-]+, but optimizer.lr=0.01 was given"),
+        (["optimizer=sgd"], r"is optimizer._target_=torch.optim.\w+, but optimizer._target_=torch.optim.SGD"),
+        (["callbacks.select.mode=min"], r"is callbacks.select.mode=max, but callbacks.select.mode=min"),
+        (
+            ["metrics.nmi_average=arithmetic"],
+            r"is metrics.nmi_average=geometric, but metrics.nmi_average=arithmetic",
+        ),
+        (["trainer=ddp_cpu"], r"is trainer.devices=1, but trainer.devices=auto was given"),
+        (
+            ["+loss.triplets_per_anchor=5"],
+            r"sets no loss.triplets_per_anchor, but loss.triplets_per_anchor=5 was given",
         ),
     ],
 )
@@ -147,6 +176,12 @@ def test_the_values_an_experiment_tunes_are_its_own(compose_choices):
         "backbone.embedding_size=16",
     )
     with pytest.raises(BadInput, match=r"but backbone.embedding_size=16 was given"):
+        check_identity(cfg, choices)
+    # The study's own settings (tune.at) at their values, and no other.
+    at = ("experiment=digits/zhang2023_noise", "method=zhang2023/bspml", "noise.rate=0.2", "seed=0")
+    check_identity(*compose_choices(*at, "data.val_fraction=0.1"))
+    cfg, choices = compose_choices(*at, "data.val_fraction=0.2")
+    with pytest.raises(BadInput, match=r"is data.val_fraction=[\d.]+, but data.val_fraction=0.2 was given"):
         check_identity(cfg, choices)
 
 
@@ -303,6 +338,28 @@ def test_a_sweep_job_folder_outside_its_sweep_is_refused(tmp_path):
     assert not (tmp_path / "x" / "results.json").exists()
 
 
+def test_a_job_folder_every_job_of_a_sweep_shares_is_refused_before_hydra_writes(tmp_path):
+    arguments = ["-m", "noise.rate=0.1,0.2", "hydra.sweep.subdir=x", f"hydra.sweep.dir={tmp_path / 's'}"]
+    out = _command("noisydml", arguments, tmp_path)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    assert "hydra.sweep.subdir=x names every job's folder the same, so the sweep's 2 jobs" in out.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_job_whose_folder_an_earlier_job_took_is_not_counted_finished(tmp_path):
+    # ${seed} in a sweep of rates: the second job lands in the first's folder, and is refused there.
+    sweep = tmp_path / "s"
+    arguments = ["-m", "noise.rate=0.1,0.2", "hydra.sweep.subdir=${seed}", f"hydra.sweep.dir={sweep}"]
+    out = _command("noisydml", [*arguments, "trainer.max_epochs=1", "data.batches_per_epoch=2"], tmp_path)
+    assert out.returncode == 1
+    assert (
+        f"{sweep / '0'} holds a finished run of another config (noise.rate: 0.1 there, 0.2 here)"
+        in out.stderr
+    )
+    said = out.stderr[out.stderr.index("stopped before its end") :].splitlines()
+    assert said[1].startswith("  finished: 0 (") and said[2].startswith("  failed: 1 (")
+
+
 def test_a_shared_cache_inside_a_run_is_refused(compose_config, finished):
     cfg = compose_config("noise=instance_dependent", f"noise.cache_dir={finished}/cache")
     with pytest.raises(
@@ -342,7 +399,14 @@ def test_a_loss_draws_its_own_tuples_by_its_parameters_without_a_miner(compose_c
 def test_a_protocols_loss_lr_is_a_default_for_the_methods_it_runs(compose_config):
     # digits/zhang2023_noise sets module.loss_lr for its sweep, whose multi-similarity loss has no
     # parameters: the experiment's value is no choice of this run, so it runs.
-    cfg = compose_config("experiment=digits/zhang2023_noise", "method=zhang2023/ms", "noise.rate=0.1")
+    cfg = compose_config(
+        "experiment=digits/zhang2023_noise",
+        "method=zhang2023/ms",
+        "noise.rate=0.1",
+        # Shortened (conftest's TINY): another run than the experiment's.
+        "name=loss_lr",
+        "report.figure=tests/loss_lr",
+    )
     assert cfg.module.loss_lr == 0.1
     train(cfg)
     assert _status(cfg)["status"] == "finished"

@@ -18,6 +18,11 @@ TINY = [
     "trainer.max_epochs=1",
     "trainer.check_val_every_n_epoch=1",
     "data.batches_per_epoch=3",
+    # Shortened: another run than the experiment's, under labels of its own; its jobs' folders numbered, as
+    # the labels make the chosen values' folder names too long for a file system.
+    "name=tiny",
+    "report.figure=tests/tiny",
+    "hydra.sweep.subdir=${hydra.job.num}",
 ]
 
 

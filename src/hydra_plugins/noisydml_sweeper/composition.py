@@ -36,7 +36,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from noisydml.utils.errors import BadInput
 
 # Hydra's refusal of a value override whose key the config lacks (its _apply_overrides_to_config).
-NO_KEY = re.compile(r"Could not override '([^']+)'")
+NO_KEY = re.compile(r"Could not override '([^']+)'|Could not delete from config\. '([^']+)' does not exist")
 
 
 class ComposedOnce(ConfigLoader):
@@ -130,7 +130,7 @@ def no_such_key(error: ConfigCompositionException, override: Override, cfg: Dict
     found = NO_KEY.match(str(error))
     if found is None:
         return None
-    key = found.group(1)
+    key = found.group(1) or found.group(2)
     parts = key.split(".")
     depth = 0
     node: Any = cfg
@@ -145,8 +145,13 @@ def no_such_key(error: ConfigCompositionException, override: Override, cfg: Dict
     where = f"{section} has no key {parts[depth]}" if section else f"the config has no key {parts[depth]}"
     choice = cfg.hydra.runtime.choices.get(parts[0]) if depth else None
     option = f" ({parts[0]}={choice})" if choice else ""
-    hint = f"; did you mean {near}={override.get_value_element_as_str()}?" if near else ""
     shown = ", ".join(k for k in known if not k.startswith("_")) or "none"
+    if override.is_delete():
+        hint = f"; did you mean ~{near}?" if near else ""
+        return BadInput(
+            f"{override.input_line}: {where}{option}, so there is nothing to delete{hint} (its keys: {shown})"
+        )
+    hint = f"; did you mean {near}={override.get_value_element_as_str()}?" if near else ""
     return BadInput(
         f"{override.input_line}: {where}{option}{hint} (its keys: {shown}); a key of your own is added "
         f"with +{key}=..."

@@ -47,6 +47,20 @@ def check_run_id(run_id: str | None) -> None:
         ) from None
 
 
+def check_project(project: str | None) -> None:
+    """A W&B project name W&B takes (asked of its own settings, which refuse it only when the run starts)."""
+    if project is None:
+        return
+    try:
+        wandb.Settings(project=str(project))
+    except wandb.errors.UsageError as error:
+        raise BadValue(
+            "project",
+            f"={project} is refused by W&B ({error}); give a name without those characters, e.g. "
+            "project=noisydml",
+        ) from None
+
+
 class ResumableWandbLogger(WandbLogger):
     """:class:`~pytorch_lightning.loggers.WandbLogger` that logs at W&B step = the trainer's global step."""
 
@@ -66,6 +80,7 @@ class ResumableWandbLogger(WandbLogger):
         # extra_tags: the run's own (the config's `tags`), after the choices the config tags every run with.
         tags = [*(tags or []), *(str(tag) for tag in extra_tags or [])]
         check_run_id(kwargs.get("id"))
+        check_project(kwargs.get("project"))
         # The steps the run's earlier folders already hold (a resumed run is given the id it continues).
         self._held = held_steps(kwargs.get("save_dir"), kwargs.get("id"))
         if kwargs.get("id") and os.environ.get("WANDB_MODE") == "offline" and "settings" not in kwargs:

@@ -20,6 +20,7 @@ reproduction's committed runs (:mod:`noisydml.report.against`), into ``<out>/<na
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import re
 import sys
@@ -92,6 +93,14 @@ def write_report(
         raise ValueError(
             f"no runs under {', '.join(map(str, paths))}: expected sweep directories (multirun.yaml) or run "
             "directories (.hydra/ or results.json)"
+        )
+    logged = sorted({metric for run in runs for metric in run.metrics})
+    if unknown := [metric for metric in metrics or () if metric not in logged]:
+        close = difflib.get_close_matches(unknown[0], logged, n=1)
+        hint = f"; did you mean --metrics {close[0]}?" if close else ""
+        raise ValueError(
+            f"--metrics {unknown[0]}: no run under {', '.join(map(str, paths))} logged it, so its column "
+            f"would be empty{hint} (they log: {', '.join(logged)})"
         )
     groups = group_runs(runs)
     directory = Path(out) / (name or _default_name(groups, paths))

@@ -102,13 +102,18 @@ def summary(argv: list[str]) -> str | None:
         return None
     count = len(_sweep.jobs) if _sweep.jobs is not None else max(_sweep.started, default=-1) + 1
     states: dict[str, list[str]] = {"finished": [], "failed": [], "interrupted": [], "never started": []}
+    folders: set[Path] = set()
     for num in range(count):
         name = f"{num} ({' '.join(_sweep.jobs[num])})" if _sweep.jobs is not None else str(num)
         if num not in _sweep.started:
             states["never started"].append(name)
             continue
-        status = (RunDir(_sweep.started[num]).read_results() or {}).get("status")
-        state = STATES.get(status, "interrupted")
+        folder = Path(_sweep.started[num]).resolve()
+        status = (RunDir(folder).read_results() or {}).get("status")
+        # A job whose folder an earlier job took (hydra.sweep.subdir=${seed} in a sweep of rates) was
+        # refused there: the record is the earlier job's.
+        state = "failed" if folder in folders else STATES.get(status, "interrupted")
+        folders.add(folder)
         states[state].append(name)
     if _sweep.jobs is None:
         states["never started"].append("those the sweeper had yet to choose")

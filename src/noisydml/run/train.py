@@ -8,6 +8,7 @@ traceback in ``error.log``) or interrupted (with the command that continues it).
 from __future__ import annotations
 
 import contextlib
+import pickle
 import signal
 import sys
 import time
@@ -252,9 +253,15 @@ def _stopped_by_clock(trainer) -> int | None:
 def load_weights(model: torch.nn.Module, path: str) -> None:
     """A checkpoint's weights into ``model``, refused in one line when they are not the model's."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
-        model.load_state_dict(state)
-    except (OSError, KeyError, RuntimeError) as error:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as error:
+        raise BadInput(
+            f"ckpt_path={path} is not a checkpoint torch can read ({str(error).splitlines()[0]}); give a "
+            "checkpoint a run wrote (checkpoints/*.ckpt)"
+        ) from error
+    try:
+        model.load_state_dict(state["state_dict"])
+    except (KeyError, TypeError, RuntimeError) as error:
         raise BadInput(
             f"ckpt_path={path} cannot be loaded into this run's model ({str(error).splitlines()[0]}); "
             "give the overrides the checkpoint was trained with (a checkpoint in a run folder brings them)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -137,6 +138,7 @@ def check_arguments(argv: list[str]) -> None:
             prefix = argument[: len(argument) - len(argument.lstrip("+~"))]
             job_name_parts.append(max(len(f"{prefix}{key}={v}".encode()) for v in named or [""]))
     _check_job_folder_name(argv, job_name_parts, sweep)
+    _check_sweep_subdir(argv, sweep)
     _check_keys(argv)
 
 
@@ -170,13 +172,32 @@ def _check_job_folder_name(argv: list[str], parts: list[int], sweep: bool) -> No
         )
 
 
+def _check_sweep_subdir(argv: list[str], sweep: bool) -> None:
+    """Each job of a sweep writes a folder of its own: a ``hydra.sweep.subdir`` that interpolates nothing
+    names one folder for every job of a sweep the command line gives several."""
+    given = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.sweep.subdir=")]
+    if not sweep or not given or "${" in given[-1]:
+        return
+    parsed = OverridesParser.create().parse_overrides([a for a in argv if "=" in a and not a.startswith("-")])
+    swept = [
+        o for o in parsed if o.is_sweep_override() and o.is_discrete_sweep() and not o.is_hydra_override()
+    ]
+    jobs = math.prod(len(sweep_values(o)) for o in swept)
+    if jobs > 1:
+        raise BadInput(
+            f"hydra.sweep.subdir={given[-1]} names every job's folder the same, so the sweep's {jobs} jobs "
+            "would share one (the second refused there as another run's, or skipped as finished); name each "
+            "by its number or its overrides, e.g. 'hydra.sweep.subdir=${hydra.job.num}', or drop it"
+        )
+
+
 def _check_keys(argv: list[str]) -> None:
     """A run's value overrides, each on a key its composed config has (a typo without ``+`` is refused in one
     line naming the keys there: :func:`~hydra_plugins.noisydml_sweeper.composition.no_such_key`), composed
     as the sweeper composes a job. For a sweep, its config without the swept overrides (which Hydra composes
     first) and its first job; the sweeper checks one job of each set of group choices so again. Anything
     else Hydra refuses it says itself."""
-    given = [a for a in argv if "=" in a and not a.startswith("-")]
+    given = [a for a in argv if ("=" in a or a.startswith("~")) and not a.startswith("-")]
     parsed = OverridesParser.create().parse_overrides(given)
     if any(o.is_sweep_override() and not o.is_discrete_sweep() for o in parsed):
         return

@@ -45,6 +45,8 @@ KEYS = (
     _rule("trainer.max_epochs", int, 0, eg=20),
     _rule("trainer.check_val_every_n_epoch", int, 1, optional=True, eg=5),
     _rule("trainer.log_every_n_steps", int, 1, eg=10),
+    # Lightning takes any negative for -1 (every validation batch) without a word.
+    _rule("trainer.num_sanity_val_steps", int, -1, eg=0),
     _rule("trainer.accumulate_grad_batches", int, 1, eg=1),
     _rule(
         "trainer.enable_checkpointing",

@@ -86,7 +86,7 @@ def check_paths(resolved: dict, run_dir: Path) -> None:
     """Over the resolved config: every folder the run's callbacks, loggers and trainer write (a ``dir`` or
     ``dirpath`` key) can be written (probed, leaving the disk as it was) and lies in its run directory; a
     folder runs share (``cache_dir``: the instance-dependent noise's classifier outputs) lies in no run's
-    folder, whose files it would mix with."""
+    folder, whose files it would mix with; the checkpoint an evaluation reads (``ckpt_path``) is a file."""
     folders = [
         (key, value)
         for section in WRITING_SECTIONS
@@ -116,6 +116,11 @@ def check_paths(resolved: dict, run_dir: Path) -> None:
                 f"{key}={value} is inside the run folder {outer}, which it would write into; give a folder "
                 f"runs share outside every run, e.g. {key}=${{paths.data_dir}}/cache"
             )
+    # The weights an evaluation scores: read after the data, so a path to nothing is refused first.
+    if (checkpoint := resolved.get("ckpt_path")) and not Path(str(checkpoint)).expanduser().is_file():
+        raise BadInput(
+            f"ckpt_path={checkpoint} is not a file; give a checkpoint a run wrote (checkpoints/*.ckpt)"
+        )
 
 
 def check_writers(writers: dict[str, Any], run_dir: Path) -> None:

@@ -2,11 +2,12 @@
 describe what its file composes, so a run that departs from it is refused under them (:func:`check_identity`)
 unless it carries labels of its own (``name=`` and ``report.figure=``), which file it elsewhere.
 
-What the experiment fixes is read from it composed alone (``experiment=<x>``): the options of
-:data:`IDENTITY_GROUPS`, the data set's ``split_keys`` (a digits split, its training digits, a label map) and
-every key of :data:`IDENTITY_SECTIONS`; what its sweep varies (``hydra.sweeper.params`` and ``grids``) takes
-the sweep's values, or those its tuning declares (``tune.at``, and the keys ``tune.space`` searches for the
-run's method).
+Every key is part of what a run is, except those of :data:`FREE`: the replicate (``seed``) and where and how
+a run runs, which cannot change what it computes. What the experiment fixes is read from it composed alone
+(``experiment=<x>``) with the group options its sweep varies as the run chose them (a method brings its loss
+and miner); what its sweep varies (``hydra.sweeper.params`` and ``grids``) takes the sweep's values, or those
+its tuning declares (``tune.at``, and the keys ``tune.space`` searches for the run's method). A debug run
+(``debug=``, a Lightning flag that runs part of the data) is recorded as no result, so it is not held to it.
 """
 
 from __future__ import annotations
@@ -22,25 +23,51 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml import CONFIG_DIR
-from noisydml.run.checks.walk import import_target, leaves, raw, shown, target_nodes
+from noisydml.run.checks.walk import ABSENT, leaves, raw, shown
+from noisydml.run.selection import debug_mode
 from noisydml.utils.errors import BadInput
 from noisydml.utils.method_names import PACKAGE_SOURCES, method_groups, sources_of
 
-# The groups whose option is part of what a run is: its data, its noise, its method (a loss and a miner).
+# The groups whose option names what a run is: its data, its noise, its method (a loss and a miner). A
+# departure in another group (optimizer=sgd) is named by the key it changes (optimizer._target_).
 IDENTITY_GROUPS = ("dataset", "noise", "method", "loss", "miner", "backbone")
-# The keys whose every value is part of what a run is: the noise, the method's parts and settings, which
-# labels it trains on, and how the report names it.
-IDENTITY_SECTIONS = (
-    "noise",
-    "loss",
-    "miner",
-    "backbone",
-    "data.filter",
-    "data.unlabeled_fraction",
-    "report.method",
-    "report.baselines",
-    "report.references",
-    "report.dataset",
+# The keys free under an experiment's labels: the replicate a report pairs runs by (``seed``; an
+# experiment that sweeps it holds it to its values), and where and how a run runs, recorded beside its
+# results but never changing what it computes: its folders and labels (name, figure, tags), logging and
+# progress, the CPU threads and numerics mode, the accelerator, loader workers, checkpoints kept to
+# resume, a saved embedding, a clock that ends it as ``stopped``, the weights it evaluates
+# (``evaluated``) and what scripts/reproduce.py reads (``tune``). Several processes are not free: each
+# draws its own batch.
+FREE = (
+    "seed",
+    "name",
+    "report.figure",
+    "tags",
+    "hydra",
+    "paths",
+    "resume",
+    "resume_from",
+    "cpu_threads",
+    "numerics",
+    "ckpt_path",
+    "tune",
+    "logger",
+    "noise.cache_dir",
+    "data.num_workers",
+    "trainer.accelerator",
+    "trainer.default_root_dir",
+    "trainer.enable_progress_bar",
+    "trainer.enable_model_summary",
+    "trainer.log_every_n_steps",
+    "trainer.benchmark",
+    "trainer.deterministic",
+    "trainer.plugins",
+    "trainer.max_time",
+    "module.channels_last",
+    "module.compile",
+    "callbacks.checkpoint",
+    "callbacks.save_embeddings",
+    "callbacks.model_summary",
 )
 
 
@@ -48,7 +75,7 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     """Refuse a run of ``experiment=`` whose data set, classes, label map, noise or method differ from the
     experiment's, unless the run carries labels of its own."""
     experiment = choices.get("experiment")
-    if not experiment:
+    if not experiment or debug_mode(cfg, choices):
         return
     searchpath = tuple(HydraConfig.get().searchpath) if HydraConfig.initialized() else ()
     swept = _experiment(str(experiment), (), searchpath)[2]
@@ -61,6 +88,8 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     labels = f"name {_label(cfg, 'name')} and figure {_label(cfg, 'report.figure')}"
     tune = raw(own, "tune", None) or {}
     tuned = (tune.get("space") or {}).get(choices.get("method")) or {}
+    # The study's own settings (tune.at), at their values: a study's trial runs at them.
+    studied = {str(key): _number(str(value)) for key, value in (tune.get("at") or {}).items()}
     for key, values in swept.items():
         given = str(choices[key]) if key in choices else shown(OmegaConf.select(cfg, key, default=None))
         if (at := (tune.get("at") or {}).get(key)) is not None:
@@ -84,45 +113,60 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
         parts = key.split(".")
         if any(".".join(parts[:i]) in swept for i in range(1, len(parts) + 1)) or key in tuned:
             continue
+        if key in studied and _number(shown(ours)) == studied[key]:
+            continue
+        what = f"sets no {key}" if theirs is ABSENT else f"is {key}={shown(theirs)}"
+        given = f"~{key}" if ours is ABSENT else f"{key}={shown(ours)}"
         raise BadInput(
-            f"experiment={experiment} is {key}={shown(theirs)}, but {key}={shown(ours)} was given, which "
-            f"would file another run under the experiment's {labels}; drop {key}={shown(ours)} to run the "
-            f"experiment, or label the run as your own with name=<name> report.figure=<paper>/<what>"
+            f"experiment={experiment} {what}, but {given} was given, which would file another run under "
+            f"the experiment's {labels}; drop {given} to run the experiment, or label the run as your own "
+            "with name=<name> report.figure=<paper>/<what>"
         )
 
 
 def _departures(
     cfg: DictConfig, choices: dict[str, str], own: DictConfig, own_choices: dict[str, Any]
 ) -> Iterator[tuple[str, Any, Any]]:
-    """``(key, the experiment's value, the run's)`` for each identity key on which they differ, the group
-    options first."""
+    """``(key, the experiment's value, the run's)`` for each key outside :data:`FREE` on which they
+    differ, the group options first."""
     for group in IDENTITY_GROUPS:
         if str(choices.get(group)) != str(own_choices.get(group)):
             yield group, own_choices.get(group), choices.get(group)
     if str(choices.get("dataset")) != str(own_choices.get("dataset")):
         return
-    for key in sorted(set(_identity_keys(own)) | set(_identity_keys(cfg))):
-        theirs, ours = raw(own, key, None), raw(cfg, key, None)
-        if theirs != ours:
-            yield key, theirs, ours
+    theirs, ours = dict(_keys(own)), dict(_keys(cfg))
+    for key in sorted(set(theirs) | set(ours)):
+        if theirs.get(key, ABSENT) != ours.get(key, ABSENT):
+            yield _outermost(key, own, cfg)
+
+
+def _outermost(key: str, own: DictConfig, cfg: DictConfig) -> tuple[str, Any, Any]:
+    """A departure at ``key`` named where it starts: the first key on its path that is not a mapping on
+    both sides (``data.filter``, null in one and a node in the other), with both values there."""
+    parts = key.split(".")
+    for end in range(1, len(parts) + 1):
+        at = ".".join(parts[:end])
+        theirs, ours = raw(own, at), raw(cfg, at)
+        if not (isinstance(theirs, dict) and isinstance(ours, dict)):
+            return at, theirs, ours
+    return key, raw(own, key), raw(cfg, key)
 
 
 def _seeded(cfg: DictConfig) -> Iterator[str]:
     """The keys that follow ``seed`` (``${seed}``: the noise's, the sampler's), whose runs a report pairs by
     ``seed``: a run's must follow it as its experiment's do, whatever else the sweep varies."""
+    for key, value in _keys(cfg):
+        if value == "${seed}":
+            yield key
+
+
+def _keys(cfg: DictConfig) -> Iterator[tuple[str, Any]]:
+    """``(dotted key, value as written)`` of every leaf of the config outside :data:`FREE`."""
     for section in cfg:
-        if section != "hydra":
-            yield from (k for k, v in leaves(raw(cfg, str(section)), str(section)) if v == "${seed}")
-
-
-def _identity_keys(cfg: DictConfig) -> Iterator[str]:
-    """The data set's split keys (of its class and of any data set it is built from, e.g. the source of
-    extracted features) and every key of the noise."""
-    for path, node in target_nodes(cfg.get("dataset"), "dataset"):
-        for key in getattr(import_target(node["_target_"]), "split_keys", ()):
-            yield f"{path}.{key}"
-    for section in IDENTITY_SECTIONS:
-        yield from (key for key, _ in leaves(raw(cfg, section), section) if key != "noise.seed")
+        if str(section) not in FREE:
+            for key, value in leaves(raw(cfg, str(section)), str(section)):
+                if not any(key == free or key.startswith(f"{free}.") for free in FREE):
+                    yield key, value
 
 
 def _listed(values: tuple[str, ...]) -> str:

@@ -11,6 +11,7 @@ import copy
 import difflib
 import math
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +32,9 @@ from noisydml.utils.quiet import quiet_lightning
 
 # The parts the run builds from a node of its own: built once here, before the data are read, so that
 # their constructors' checks refuse a value before anything costly (the data, the noise) is done.
-BUILT_EARLY = ("loss", "miner")
+BUILT_EARLY = ("loss", "miner", "noise")
+# Python's refusal of a call without a required argument: its first name.
+MISSING = re.compile(r"missing \d+ required (?:positional |keyword-only )?arguments?: '(\w+)'")
 # A callback's flag to act at the training epoch's end instead of after each validation (early stopping,
 # a checkpoint); Lightning's default, null, chooses by when validation runs.
 AT_TRAIN_EPOCH_END = ("check_on_train_epoch_end", "save_on_train_epoch_end")
@@ -77,6 +80,12 @@ def library_error(
     ``key``): the key it refused, found by building again without each key in turn, its value, and a fix."""
     target = node.get("_target_", key)
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if isinstance(error, TypeError) and (missing := MISSING.search(reason)):
+        name = missing.group(1)
+        return BadInput(
+            f"{key}.{name} is required by {target}, but the config sets none (was it removed with "
+            f"~{key}.{name}?); give it, e.g. +{key}.{name}=<value>"
+        )
     for name in [n for n in node if not str(n).startswith("_")]:
         trial = copy.deepcopy(node)
         with open_dict(trial):
@@ -130,6 +139,13 @@ def check_trainer(cfg: DictConfig) -> Any:
             raise BadInput(
                 f"trainer.devices={devices}: this machine has {what}; use trainer.devices=1, up to {have}"
             )
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if (threads := cfg.get("cpu_threads")) is not None and threads > cores:
+        raise BadInput(
+            f"cpu_threads={threads}: this process may use {cores} CPU cores, and threads beyond them only "
+            f"contend for them (slower, never faster); use cpu_threads={cores} or fewer, or null (torch's "
+            "default)"
+        )
     precision = str(OmegaConf.select(cfg, "trainer.precision", default="32-true"))
     if not on_gpu and precision in ("16-mixed", "16"):
         raise BadInput(
