@@ -342,6 +342,12 @@ BAD_INPUTS = [
         r"trainer.num_sanity_val_steps=-5 must be >= -1; e.g. trainer.num_sanity_val_steps=0",
     ),
     (["ckpt_path=/nonexistent.ckpt"], r"ckpt_path=/nonexistent.ckpt is not a file; give a checkpoint"),
+    # One class left of ten: the sampler's fix, data.P=1, was itself refused.
+    (
+        ["noise=small_cluster", "noise.rate=0.9"],
+        r"noise.rate=0.9 dissolves 9 of the 10 training classes and leaves one, which every label would be; "
+        r"metric learning needs 2 classes: lower noise.rate",
+    ),
     (
         ["ckpt_path={data}/good/features.npz"],
         r"ckpt_path=.*/features.npz is not a checkpoint torch can read \(.*\); give a checkpoint a run wrote",

@@ -126,9 +126,14 @@ def test_a_noise_model_reads_its_own_rate():
         BadInput, match=r"^noise.rate=0.8: with 4 training classes .* use noise.rate < 0.750$"
     ):
         UniformNoise(0.8, seed=0).apply(labels)
-    # Small-cluster noise dissolves classes: 3 of 4 at 0.8 leaves one class to merge them into.
-    noisy = SmallClusterNoise(0.8, seed=0).apply(labels)
-    assert len(set(noisy.observed.tolist())) == 1
+    # Small-cluster noise dissolves classes: 2 of 4 at 0.5 leaves two to merge them into; 3 of 4 at 0.8
+    # would leave one, every label the same class.
+    noisy = SmallClusterNoise(0.5, seed=0).apply(labels)
+    assert len(set(noisy.observed.tolist())) == 2
+    with pytest.raises(
+        ValueError, match=r"^noise.rate=0.8 dissolves 3 of the 4 training classes and leaves one"
+    ):
+        SmallClusterNoise(0.8, seed=0).apply(labels)
 
 
 def test_a_noise_model_without_flips_is_not_held_to_the_flip_bound(compose_config):

@@ -73,9 +73,12 @@ class PKSampler(Sampler[list[int]]):
         eligible = counts >= (K if small_classes == "drop" else 2)
         self.members = [np.flatnonzero(inverse == c) for c in np.flatnonzero(eligible)]
         if P * num_replicas > len(self.members):
+            most = len(self.members) // num_replicas
+            # A batch needs two classes: no P fits where fewer can be drawn per process.
+            fix = f"use data.P={most} or fewer" if most >= 2 else "a batch needs 2 per process"
             raise ValueError(
                 f"data.P={P} x {num_replicas} process(es) is larger than the {len(self.members)} training "
-                f"classes that can be drawn; use data.P={max(len(self.members) // num_replicas, 1)} or fewer"
+                f"classes that can be drawn; {fix}"
             )
         self.P, self.K = P, K
         self.seed = seed

@@ -72,10 +72,14 @@ class SmallClusterNoise:
         rng = np.random.default_rng(self.seed)
         classes = np.unique(labels)
         dissolve = int(_round_half_even(np.asarray(self.rate * len(classes))))
-        if dissolve >= len(classes):
+        if dissolve >= len(classes) - 1:
+            # One class left would hold every label: no pair of another class, nothing to learn.
+            left = (
+                "none to merge them into" if dissolve >= len(classes) else "one, which every label would be"
+            )
             raise ValueError(
                 f"noise.rate={self.rate} dissolves {dissolve} of the {len(classes)} training classes and "
-                "leaves none to merge them into; lower noise.rate"
+                f"leaves {left}; metric learning needs 2 classes: lower noise.rate"
             )
         dissolved = np.sort(rng.choice(classes, size=dissolve, replace=False))
         surviving = np.setdiff1d(classes, dissolved)
