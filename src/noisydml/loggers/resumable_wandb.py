@@ -33,32 +33,22 @@ from noisydml.utils.run_directory import RunDir
 EPOCH_METRICS = ("val/*", "test_epoch/*", "train_epoch/*")
 
 
-def check_run_id(run_id: str | None) -> None:
-    """A W&B run id W&B takes (asked of its own settings, which refuse it only when the run starts)."""
-    if run_id is None:
-        return
-    try:
-        wandb.Settings(run_id=str(run_id))
-    except wandb.errors.UsageError as error:
-        raise BadValue(
-            "id",
-            f"={run_id} is refused by W&B ({error}); give an id of letters, digits, '-' and '_', e.g. "
-            "id=run_1, or id=null for a new run",
-        ) from None
+# The logger's keys W&B's own settings check only when the run starts: (key, its settings field, the fix).
+CHECKED_SETTINGS = (
+    ("id", "run_id", "give an id of letters, digits, '-' and '_', e.g. id=run_1, or id=null for a new run"),
+    ("project", "project", "give a name without those characters, e.g. project=noisydml"),
+)
 
 
-def check_project(project: str | None) -> None:
-    """A W&B project name W&B takes (asked of its own settings, which refuse it only when the run starts)."""
-    if project is None:
-        return
-    try:
-        wandb.Settings(project=str(project))
-    except wandb.errors.UsageError as error:
-        raise BadValue(
-            "project",
-            f"={project} is refused by W&B ({error}); give a name without those characters, e.g. "
-            "project=noisydml",
-        ) from None
+def check_settings(given: Mapping[str, object]) -> None:
+    """The logger's keys of :data:`CHECKED_SETTINGS` as W&B's own settings take them."""
+    for key, field, fix in CHECKED_SETTINGS:
+        if (value := given.get(key)) is None:
+            continue
+        try:
+            wandb.Settings(**{field: str(value)})
+        except wandb.errors.UsageError as error:
+            raise BadValue(key, f"={value} is refused by W&B ({error}); {fix}") from None
 
 
 class ResumableWandbLogger(WandbLogger):
@@ -79,8 +69,7 @@ class ResumableWandbLogger(WandbLogger):
         # never share a group. A job's name is its own overrides, which W&B would otherwise make up.
         # extra_tags: the run's own (the config's `tags`), after the choices the config tags every run with.
         tags = [*(tags or []), *(str(tag) for tag in extra_tags or [])]
-        check_run_id(kwargs.get("id"))
-        check_project(kwargs.get("project"))
+        check_settings(kwargs)
         # The steps the run's earlier folders already hold (a resumed run is given the id it continues).
         self._held = held_steps(kwargs.get("save_dir"), kwargs.get("id"))
         if kwargs.get("id") and os.environ.get("WANDB_MODE") == "offline" and "settings" not in kwargs:
