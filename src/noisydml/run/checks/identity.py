@@ -72,8 +72,8 @@ FREE = (
 
 
 def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
-    """Refuse a run of ``experiment=`` whose data set, classes, label map, noise or method differ from the
-    experiment's, unless the run carries labels of its own."""
+    """Refuse a run of ``experiment=`` whose config departs from the experiment's in a key outside
+    :data:`FREE`, or in a swept key off its sweep's values, unless the run carries labels of its own."""
     experiment = choices.get("experiment")
     if not experiment or debug_mode(cfg, choices):
         return
@@ -89,11 +89,11 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     tune = raw(own, "tune", None) or {}
     tuned = (tune.get("space") or {}).get(choices.get("method")) or {}
     # The study's own settings (tune.at), at their values: a study's trial runs at them.
-    studied = {str(key): _number(str(value)) for key, value in (tune.get("at") or {}).items()}
+    at = {str(key): str(value) for key, value in (tune.get("at") or {}).items()}
     for key, values in swept.items():
         given = str(choices[key]) if key in choices else shown(OmegaConf.select(cfg, key, default=None))
-        if (at := (tune.get("at") or {}).get(key)) is not None:
-            values = (*values, str(at))
+        if key in at:
+            values = (*values, at[key])
         if _number(given) not in {_number(v) for v in values}:
             raise BadInput(
                 f"experiment={experiment} sweeps {key} over {_listed(values)}, but {key}={given} was given, "
@@ -113,7 +113,7 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
         parts = key.split(".")
         if any(".".join(parts[:i]) in swept for i in range(1, len(parts) + 1)) or key in tuned:
             continue
-        if key in studied and _number(shown(ours)) == studied[key]:
+        if key in at and _number(shown(ours)) == _number(at[key]):
             continue
         what = f"sets no {key}" if theirs is ABSENT else f"is {key}={shown(theirs)}"
         given = f"~{key}" if ours is ABSENT else f"{key}={shown(ours)}"
