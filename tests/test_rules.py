@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from configs import options
+from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml.report.collect import COMPLETE, read_run
 from noisydml.run.checks.classes import check_classes
 from noisydml.run.checks.identity import check_identity
@@ -156,6 +157,16 @@ def test_a_value_the_experiment_does_not_define_is_another_run(compose_choices, 
         BadInput, match=rf"^experiment=digits/le2019_noise {message}.* name=<name> report.figure="
     ):
         check_identity(cfg, choices)
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_experiments_own_jobs_are_its_own(compose_choices, experiment):
+    # Its sweep's first and last jobs (each grid's keys over the params'), as its reproduction runs them:
+    # none departs from the file, whatever key the file sets.
+    cfg, _ = compose_choices(f"experiment={experiment}")
+    jobs = NoisydmlSweeper.expand_sweeper(cfg.hydra.sweeper, [])
+    for job in {tuple(jobs[0]), tuple(jobs[-1])}:
+        check_identity(*compose_choices(f"experiment={experiment}", *job))
 
 
 def test_the_values_an_experiment_tunes_are_its_own(compose_choices):
