@@ -8,11 +8,14 @@ applied after the stored ones (``resume_from=previous``, ``resume=never`` to sta
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import hydra
 import yaml
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from noisydml import CONFIG_DIR
@@ -20,7 +23,7 @@ from noisydml.numerics import apply_numerics
 from noisydml.run import sweep_progress
 from noisydml.run.checks.arguments import check_arguments, check_search_arguments, check_search_direction
 from noisydml.utils import resolvers  # noqa: F401  (registers the config's resolvers)
-from noisydml.utils.errors import BadInput
+from noisydml.utils.errors import BadInput, DiskFull
 from noisydml.utils.metric_names import selected
 from noisydml.utils.quiet import silence_known_noise
 from noisydml.utils.run_directory import RunDir
@@ -86,7 +89,14 @@ def run_hydra(cfg: DictConfig) -> float | None:
     apply_numerics(cfg.get("numerics", "native"))
     from noisydml.run.train import train
 
-    metrics = train(cfg)
+    try:
+        metrics = train(cfg)
+    except (BadInput, DiskFull) as error:
+        # A single run's refusal is its one line (the traceback is in the run's error.log): Hydra would add
+        # its HYDRA_FULL_ERROR hint. A sweep's job is named in the sweep's summary, so Hydra says it there.
+        if HydraConfig.get().mode == RunMode.RUN and not os.environ.get("HYDRA_FULL_ERROR"):
+            sys.exit(str(error))
+        raise
     # A sweeper (Optuna) maximises the selected epoch's score, which selection maximised.
     return metrics.get(selected(cfg.get("optimized_metric") or ""))
 
