@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -57,6 +56,8 @@ def check_arguments(argv: list[str]) -> None:
     sweep = any(a in SWEEP_FLAGS for a in argv)
     # The longest "key=value" of each override a sweep job's folder is named by (conf/hydra/default.yaml).
     job_name_parts = []
+    # How many jobs the command line's own sweeps make (an experiment's sweep is its own).
+    jobs = 1
     # The overrides that do not name a sweep job's folder, as conf/hydra/default.yaml lists them.
     hydra_config = yaml.safe_load((CONFIG_DIR / "hydra" / "default.yaml").read_text())
     excluded = hydra_config["job"]["config"]["override_dirname"]["exclude_keys"]
@@ -83,6 +84,8 @@ def check_arguments(argv: list[str]) -> None:
             # An interval (an Optuna search space) has no values to list; its sweeper checks it.
             continue
         named = values
+        if not key.startswith("hydra"):
+            jobs *= len(named)
         if isinstance(override.value(), list):
             # Several options of one group at once (logger=[csv,wandb,mlflow]): each must be one.
             values = [str(v) for v in override.value()]
@@ -138,7 +141,7 @@ def check_arguments(argv: list[str]) -> None:
             prefix = argument[: len(argument) - len(argument.lstrip("+~"))]
             job_name_parts.append(max(len(f"{prefix}{key}={v}".encode()) for v in named or [""]))
     _check_job_folder_name(argv, job_name_parts, sweep)
-    _check_sweep_subdir(argv, sweep)
+    _check_sweep_subdir(argv, sweep, jobs)
     _check_keys(argv)
 
 
@@ -172,18 +175,11 @@ def _check_job_folder_name(argv: list[str], parts: list[int], sweep: bool) -> No
         )
 
 
-def _check_sweep_subdir(argv: list[str], sweep: bool) -> None:
+def _check_sweep_subdir(argv: list[str], sweep: bool, jobs: int) -> None:
     """Each job of a sweep writes a folder of its own: a ``hydra.sweep.subdir`` that interpolates nothing
-    names one folder for every job of a sweep the command line gives several."""
+    names one folder for every job of a sweep the command line gives several (``jobs``)."""
     given = [a.split("=", 1)[1] for a in argv if a.startswith("hydra.sweep.subdir=")]
-    if not sweep or not given or "${" in given[-1]:
-        return
-    parsed = OverridesParser.create().parse_overrides([a for a in argv if "=" in a and not a.startswith("-")])
-    swept = [
-        o for o in parsed if o.is_sweep_override() and o.is_discrete_sweep() and not o.is_hydra_override()
-    ]
-    jobs = math.prod(len(sweep_values(o)) for o in swept)
-    if jobs > 1:
+    if sweep and given and "${" not in given[-1] and jobs > 1:
         raise BadInput(
             f"hydra.sweep.subdir={given[-1]} names every job's folder the same, so the sweep's {jobs} jobs "
             "would share one (the second refused there as another run's, or skipped as finished); name each "
