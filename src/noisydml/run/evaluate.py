@@ -17,6 +17,7 @@ from noisydml.run.checks.arguments import (
     check_evaluation_arguments,
     check_evaluation_folder,
 )
+from noisydml.run.checks.folders import check_checkpoint
 from noisydml.run.cli import quoted, run_hydra, stored_overrides
 from noisydml.utils.errors import BadInput
 from noisydml.utils.run_directory import CHECKPOINTS, RunDir
@@ -33,11 +34,7 @@ def eval_arguments(argv: list[str]) -> list[str]:
             "noisydml-eval needs ckpt_path=<a checkpoint>, "
             "e.g. ckpt_path=outputs/runs/.../checkpoints/best.ckpt"
         )
-    checkpoint = Path(given[-1]).expanduser()
-    if not checkpoint.is_file():
-        raise BadInput(
-            f"ckpt_path={checkpoint} is not a file; give a checkpoint a run wrote (checkpoints/*.ckpt)"
-        )
+    checkpoint = check_checkpoint(given[-1])
     stored = []
     run_dir = checkpoint.parent.parent
     if checkpoint.parent.name == CHECKPOINTS and RunDir(run_dir).overrides.is_file():

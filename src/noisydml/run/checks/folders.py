@@ -117,10 +117,15 @@ def check_paths(resolved: dict, run_dir: Path) -> None:
                 f"runs share outside every run, e.g. {key}=${{paths.data_dir}}/cache"
             )
     # The weights an evaluation scores: read after the data, so a path to nothing is refused first.
-    if (checkpoint := resolved.get("ckpt_path")) and not Path(str(checkpoint)).expanduser().is_file():
-        raise BadInput(
-            f"ckpt_path={checkpoint} is not a file; give a checkpoint a run wrote (checkpoints/*.ckpt)"
-        )
+    if checkpoint := resolved.get("ckpt_path"):
+        check_checkpoint(checkpoint)
+
+
+def check_checkpoint(value: Any) -> Path:
+    """``ckpt_path``, the weights an evaluation scores, is a file."""
+    if not (checkpoint := Path(str(value)).expanduser()).is_file():
+        raise BadInput(f"ckpt_path={value} is not a file; give a checkpoint a run wrote (checkpoints/*.ckpt)")
+    return checkpoint
 
 
 def check_writers(writers: dict[str, Any], run_dir: Path) -> None:

@@ -132,14 +132,15 @@ def check_trainer(cfg: DictConfig) -> Any:
         raise BadInput(
             f"trainer.devices={devices} is not a number of devices; e.g. trainer.devices=1 (or auto)"
         )
+    # The cores this process may use (a job's share of a node), not the machine's.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if isinstance(devices, int) and devices != -1:
-        have = gpus if on_gpu else os.cpu_count() or 1
+        have = gpus if on_gpu else cores
         what = f"{gpus} GPU(s)" if on_gpu else f"{have} CPU cores (a process per device)"
         if not 1 <= devices <= have:
             raise BadInput(
                 f"trainer.devices={devices}: this machine has {what}; use trainer.devices=1, up to {have}"
             )
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if (threads := cfg.get("cpu_threads")) is not None and threads > cores:
         raise BadInput(
             f"cpu_threads={threads}: this process may use {cores} CPU cores, and threads beyond them only "
