@@ -49,6 +49,34 @@ BAD_INPUTS = [
     (["noise.rate=0.95"], r"noise.rate=0.95: with 10 training classes .* use noise.rate < 0.900"),
     (["noise=class_conditional", "noise.rates=[0.1,0.2]"], r"noise.rates has 2 entries .* 10 classes"),
     (
+        ["noise=class_conditional", "noise.rates=[1.5,0.1]"],
+        r"noise.rates=\[1.5,0.1\]: 1.5 is outside \[0, 1\); e.g. noise.rates=\[0.2,0.1\]$",
+    ),
+    # Issue 45: a key nothing reads, or read otherwise than recorded.
+    (
+        ["callbacks.select.monitor=val/nmi"],
+        r"callbacks.select.monitor=val/nmi would select .* optimized_metric=val/recall@1 .*; set "
+        r"optimized_metric=val/nmi instead",
+    ),
+    (
+        ["data.val_fraction=0", "data.val_labels=true"],
+        r"data.val_labels=true .* data.val_fraction=0 holds none out, so nothing reads it",
+    ),
+    (
+        ["data.val_fraction=0", "data.val_split=stratified"],
+        r"data.val_split=stratified .* data.val_fraction=0 holds none out, so nothing reads it",
+    ),
+    (["backbone.freeze_bn=true"], r"backbone.freeze_bn=true .* backbone=mlp has none, so nothing reads it"),
+    (
+        ["loss=margin", "miner=distance_weighted", "loss.learn_beta=false"],
+        r"loss.per_class_beta=true .* give loss.per_class_beta=false with loss.learn_beta=false$",
+    ),
+    (
+        ["optimizer=sgd", "optimizer.momentum=0", "+optimizer.dampening=0.5"],
+        r"optimizer.dampening=0.5 is read only when optimizer.momentum is not 0 .* so it is ignored",
+    ),
+    (["report.baselines=[foo/bar]"], r"report.baselines names foo/bar, which is no method= option"),
+    (
         ["+noise.rat=0.2"],
         r"noise.rat=0.2 is not an option of noisydml.noise.UniformNoise .*did you mean noise.rate\?",
     ),
@@ -512,7 +540,7 @@ BAD_INPUTS = [
     ),
     (
         ["optimizer=sgd", "+optimizer.nesterov=true", "optimizer.momentum=0"],
-        r"optimizer.nesterov=True is refused by torch.optim.SGD \(Nesterov momentum requires a momentum and "
+        r"optimizer.nesterov=true is refused by torch.optim.SGD \(Nesterov momentum requires a momentum and "
         r"zero dampening\)",
     ),
     pytest.param(
@@ -595,7 +623,7 @@ BAD_INPUTS = [
     ),
     (
         ["data.filter={keep: true}"],
-        r"data.filter={keep: True} has no _target_, the class it builds; give it, e.g. "
+        r"data.filter={keep: true} has no _target_, the class it builds; give it, e.g. "
         r"'data.filter={_target_: noisydml.data.knn_filter.KnnLabelFilter}'",
     ),
     (

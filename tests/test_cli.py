@@ -51,6 +51,21 @@ def test_a_user_error_is_one_line_without_a_traceback_which_goes_to_the_runs_err
     assert "Traceback" in full.stderr and "optimizer.lr=-1 must be > 0" in full.stderr
 
 
+def test_a_refusal_before_the_run_starts_is_one_line_too(tmp_path):
+    # The numerics mode is applied before torch loads, ahead of the run's checks.
+    out = subprocess.run(
+        [NOISYDML, "numerics=foo", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        "numerics=foo is not an option; use one of: native, strict, avx2"
+    ]
+
+
 def test_resume_of_a_folder_that_holds_no_run_says_so(tmp_path):
     out = subprocess.run([NOISYDML, f"resume={tmp_path}"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1

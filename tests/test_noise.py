@@ -186,7 +186,12 @@ def test_class_conditional_rejects_a_vector_of_the_wrong_length():
 
 @pytest.mark.parametrize("bad", [-0.1, 1.0, 1.5, float("nan")])
 def test_class_conditional_rejects_a_rate_out_of_range(bad):
-    with pytest.raises(ValueError, match=rf"noise\.rates\[2\]={bad} is outside \[0, 1\)"):
+    # The fix: the rates given, the one out of range replaced.
+    message = (
+        rf"noise\.rates=\[0\.1,0\.2,{bad}\]: {bad} is outside \[0, 1\); "
+        r"e\.g\. noise\.rates=\[0\.1,0\.2,0\.2\]$"
+    )
+    with pytest.raises(ValueError, match=message):
         ClassConditionalNoise(rates=[0.1, 0.2, bad], seed=0)
 
 

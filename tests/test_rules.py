@@ -10,14 +10,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from hydra.utils import instantiate
 
 from configs import options
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml.report.collect import COMPLETE, read_run
 from noisydml.run.checks.classes import check_classes
 from noisydml.run.checks.identity import check_identity
+from noisydml.run.checks.library import check_unread
 from noisydml.run.train import train
 from noisydml.utils.errors import BadInput
 
@@ -155,6 +158,17 @@ def test_a_value_the_experiment_does_not_define_is_another_run(compose_choices, 
     cfg, choices = compose_choices("experiment=digits/le2019_noise", *overrides)
     with pytest.raises(
         BadInput, match=rf"^experiment=digits/le2019_noise {message}.* name=<name> report.figure="
+    ):
+        check_identity(cfg, choices)
+
+
+def test_a_single_run_of_a_sweep_it_was_not_given_is_told_to_sweep(compose_choices):
+    # Not the user's value: the config's, which the experiment sets only in its sweep.
+    cfg, choices = compose_choices("experiment=noisy_dml/digits_symmetric")
+    with pytest.raises(
+        BadInput,
+        match=r"sweeps noise.rate over 0.25,0.5, which a single run leaves at the config's noise.rate=0.2; "
+        r"run the experiment with -m, or give one of its values, e.g. noise.rate=0.25$",
     ):
         check_identity(cfg, choices)
 
@@ -405,6 +419,22 @@ def test_a_loss_draws_its_own_tuples_by_its_parameters_without_a_miner(compose_c
     # Without a miner the loss draws its triplets, triplets_per_anchor of them per anchor.
     cfg, _ = compose_choices("miner=none", "+loss.triplets_per_anchor=5")
     check_classes(cfg)
+
+
+def test_a_protocols_frozen_batchnorm_is_a_default_for_the_backbones_it_runs(compose_choices):
+    # The yu2018 protocol freezes its GoogLeNet's BatchNorm; its MNIST figure runs a LeNet, which has none:
+    # the protocol's value is no choice of the run, so the run is not refused; given for it, it is.
+    cfg, choices = compose_choices("experiment=yu2018/fig4_mnist")
+    backbone = instantiate(cfg.backbone)
+    assert cfg.backbone.freeze_bn and type(backbone.trunk).__name__ == "LeNet"
+    # What the rule reads of the built parts: the backbone, and whether a validation split is held out.
+    parts = SimpleNamespace(backbone=backbone), SimpleNamespace(val_set=None)
+    check_unread(cfg, *parts, choices)
+    cfg, choices = compose_choices("experiment=yu2018/fig4_mnist", "backbone.freeze_bn=true")
+    with pytest.raises(
+        BadInput, match=r"^backbone.freeze_bn=true .* backbone=lenet has none, so nothing reads"
+    ):
+        check_unread(cfg, *parts, choices)
 
 
 def test_a_protocols_loss_lr_is_a_default_for_the_methods_it_runs(compose_config):

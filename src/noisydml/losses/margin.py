@@ -6,6 +6,7 @@ import torch
 from pytorch_metric_learning.losses import MarginLoss
 
 from noisydml.core.hooks import TrainingHooks, TrainingSet
+from noisydml.utils.checks import BadValue
 
 
 class ClassBetaMarginLoss(MarginLoss, TrainingHooks):
@@ -34,6 +35,12 @@ class ClassBetaMarginLoss(MarginLoss, TrainingHooks):
         per_class_beta: bool = True,
         **kwargs,
     ):
+        if per_class_beta and not learn_beta:
+            raise BadValue(
+                "per_class_beta",
+                "=true sizes a beta for each class to learn, but learn_beta=false holds each class's at its "
+                "initial value, as one global beta does; give per_class_beta=false with learn_beta=false",
+            )
         super().__init__(margin=margin, nu=nu, beta=beta, learn_beta=learn_beta, **kwargs)
         self.initial_beta = float(beta)
         self.per_class_beta = per_class_beta

@@ -88,7 +88,7 @@ def resolve_engine(backend: Backend = "auto", use_gpu: bool | None = None) -> En
 
 def _no_gpu(backend: str, torch_gpu: bool) -> str:
     """Why a GPU that was insisted on is not there, and the fix."""
-    fix = "pass use_gpu=None (a GPU when there is one) or use_gpu=False"
+    fix = "set use_gpu to null (None from Python: a GPU when there is one) or to false"
     if backend == "torch":
         return f"torch sees no GPU; {fix}"
     if backend == "auto":
@@ -97,7 +97,7 @@ def _no_gpu(backend: str, torch_gpu: bool) -> str:
         reason = 'faiss is the CPU build (pip install "noisydml[gpu]" installs the GPU build)'
     else:
         reason = "faiss sees no GPU"
-    return f"{reason}; {fix}" + (", or backend='torch'" if torch_gpu else "")
+    return f"{reason}; {fix}" + (", or backend to torch" if torch_gpu else "")
 
 
 def engine_record(backend: Backend = "auto", use_gpu: bool | None = None) -> dict:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noisydml.utils.checks import check_fraction
+from noisydml.utils.checks import Rule, check_fraction, check_value
 from noisydml.utils.errors import BadInput
 
 # A flip rate at which most observed labels are wrong: allowed, and said.
@@ -123,8 +123,17 @@ class ClassConditionalNoise:
     exact: bool = False
 
     def __post_init__(self) -> None:
-        rates = tuple(_check_rate(f"noise.rates[{i}]", rate) for i, rate in enumerate(self.rates))
-        object.__setattr__(self, "rates", rates)
+        # The list's fix: the rates given, each out of range replaced by one in it.
+        given = (
+            list(self.rates) if isinstance(self.rates, Sequence) and not isinstance(self.rates, str) else []
+        )
+        fixed = [
+            r if isinstance(r, (int, float)) and not isinstance(r, bool) and 0 <= r < 1 else 0.2
+            for r in given
+        ]
+        example = f"noise.rates=[{','.join(f'{r:g}' for r in fixed or [0.2, 0.1])}]"
+        check_value(Rule("noise.rates", float, 0, 1, each=True, example=example), self.rates)
+        object.__setattr__(self, "rates", tuple(float(rate) for rate in self.rates))
         _check_seed(self.seed)
 
     def apply(self, labels: np.ndarray) -> NoisyLabels:

@@ -84,12 +84,12 @@ def run_hydra(cfg: DictConfig) -> float | None:
     """Hydra's main on ``sys.argv`` (called without arguments): compose, then one run or a sweep of them."""
     # Before the trainer's imports: faiss logs as it loads.
     silence_known_noise()
-    check_search_direction(cfg)
-    # Before torch loads: it picks its kernels as it does.
-    apply_numerics(cfg.get("numerics", "native"))
-    from noisydml.run.train import train
-
     try:
+        check_search_direction(cfg)
+        # Before torch loads: it picks its kernels as it does.
+        apply_numerics(cfg.get("numerics", "native"))
+        from noisydml.run.train import train
+
         metrics = train(cfg)
     except (BadInput, DiskFull) as error:
         # A single run's refusal is its one line (the traceback is in the run's error.log): Hydra would add

@@ -22,12 +22,12 @@ from noisydml.run.checks.config import check_config
 from noisydml.run.checks.folders import check_paths
 from noisydml.run.checks.library import (
     check_lengths,
-    check_loss_lr,
     check_metrics,
     check_one_batch,
     check_optimization,
     check_precision,
     check_trainer,
+    check_unread,
     check_untrained,
 )
 from noisydml.run.checks.walk import builds, entries, import_target
@@ -74,11 +74,11 @@ def prepare(
         **cfg.module,
     )
     check_optimization(cfg, model)
-    check_loss_lr(cfg, model.loss, datamodule.training_set(), choices)
+    check_unread(cfg, model, datamodule, choices)
     check_metrics(cfg, datamodule, model.metrics)
     trainable = model.has_parameters_to_train()
     check_untrained(cfg, choices, trainable)
     check_lengths(cfg, datamodule, trainable)
-    check_one_batch(model, datamodule, choices)
+    check_one_batch(model, datamodule, cfg, choices)
     check_precision(cfg, trainer, model, datamodule)
     return checkpoint, datamodule, model

@@ -64,6 +64,13 @@ def _groups(document: dict) -> dict[str, str]:
     return groups
 
 
+def methods(sources: tuple[Source, ...] = PACKAGE_SOURCES) -> list[str]:
+    """Every ``method=`` option in ``sources`` (``le2019/triplet_random_semihard``)."""
+    folders = [folder / "method" for source in sources if (folder := _folder(source)) is not None]
+    found = (str(p.relative_to(f).with_suffix("")) for f in folders if f.is_dir() for p in f.rglob("*.yaml"))
+    return sorted(set(found))
+
+
 def method_groups(method: str, sources: tuple[Source, ...] = PACKAGE_SOURCES) -> dict[str, str]:
     """The groups ``method=<method>`` chooses, ``{"loss": "triplet", "miner": "fixed_semihard"}``, read
     from ``sources``; empty when there is no such method."""

@@ -130,6 +130,22 @@ OWN_TUPLES: dict[str, tuple[str, ...]] = {
     "pytorch_metric_learning.losses.MarginLoss": ("triplets_per_anchor",),
 }
 
+
+@dataclass(frozen=True)
+class ReadWith:
+    """A parameter its class reads only where another is not ``off``: set there, it is ignored."""
+
+    name: str
+    other: str
+    off: Any
+    why: str
+
+
+# Library class path -> its parameters read only with another's value; a class inherits its bases'.
+READ_WITH: dict[str, tuple[ReadWith, ...]] = {
+    "torch.optim.SGD": (ReadWith("dampening", "momentum", 0, "it damps the momentum buffer"),),
+}
+
 SIMILARITY = "pytorch_metric_learning.distances.DotProductSimilarity"
 # Packages whose classes pass **kwargs on to their base class, so the bases' parameters are the options.
 FORWARDS_KWARGS = ("pytorch_metric_learning", "noisydml")
@@ -162,6 +178,7 @@ def check_classes(cfg: DictConfig) -> None:
                 _check_type(f"{path}.{name}", raw(node, str(name)), kinds[name])
         _check_ranges(path, node, target)
         _check_orders(path, node, target)
+        _check_read_with(path, node, target)
         if path.split(".")[0] == "loss" and isinstance(cfg.get("miner"), DictConfig):
             _check_own_tuples(path, node, target, cfg.miner)
 
@@ -185,7 +202,7 @@ def _check_ranges(path: str, node: DictConfig, target: Any) -> None:
             declared = declared.similarity if similarity else declared.distance
         # The fix: the value the class takes when the key is not given.
         key, default = f"{path}.{name}", parameter_default(target, name)
-        check_value(declared.at(key, f"{key}={default if default is not None else '...'}"), node[name])
+        check_value(declared.at(key, f"{key}={shown(default) if default is not None else '...'}"), node[name])
 
 
 def _check_orders(path: str, node: DictConfig, target: Any) -> None:
@@ -205,6 +222,24 @@ def _check_orders(path: str, node: DictConfig, target: Any) -> None:
                 raise BadInput(
                     f"{path}.{first}={low} is {'at or above' if order.strict else 'above'} "
                     f"{path}.{second}={high} ({order.why}); lower {path}.{first} or raise {path}.{second}"
+                )
+
+
+def _check_read_with(path: str, node: DictConfig, target: Any) -> None:
+    """A parameter set to other than its default where its class does not read it, so that it would be
+    recorded as the run's without having been used."""
+    for _, entries in _along_bases(READ_WITH, target):
+        for entry in entries:
+            other = node[entry.other] if entry.other in node else parameter_default(target, entry.other)
+            if (
+                entry.name in node
+                and node[entry.name] != parameter_default(target, entry.name)
+                and other == entry.off
+            ):
+                raise BadInput(
+                    f"{path}.{entry.name}={node[entry.name]} is read only when {path}.{entry.other} is not "
+                    f"{entry.off} ({entry.why}), but {path}.{entry.other}={other}, so it is ignored; drop "
+                    f"{path}.{entry.name}, or give {path}.{entry.other} a value other than {entry.off}"
                 )
 
 

@@ -25,7 +25,7 @@ def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
     check_keys(cfg)
     check_classes(cfg)
     check_built(cfg)
-    check_method(choices)
+    check_method(cfg, choices)
     check_identity(cfg, choices)
 
 

@@ -12,6 +12,7 @@ its tuning declares (``tune.at``, and the keys ``tune.space`` searches for the r
 
 from __future__ import annotations
 
+import difflib
 import functools
 from collections.abc import Iterator
 from typing import Any
@@ -26,7 +27,7 @@ from noisydml import CONFIG_DIR
 from noisydml.run.checks.walk import ABSENT, leaves, raw, shown
 from noisydml.run.selection import debug_mode
 from noisydml.utils.errors import BadInput
-from noisydml.utils.method_names import PACKAGE_SOURCES, method_groups, sources_of
+from noisydml.utils.method_names import PACKAGE_SOURCES, method_groups, methods, sources_of
 
 # The groups whose option names what a run is: its data, its noise, its method (a loss and a miner). A
 # departure in another group (optimizer=sgd) is named by the key it changes (optimizer._target_).
@@ -90,11 +91,21 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     tuned = (tune.get("space") or {}).get(choices.get("method")) or {}
     # The study's own settings (tune.at), at their values: a study's trial runs at them.
     at = {str(key): str(value) for key, value in (tune.get("at") or {}).items()}
+    # The keys and groups given on the command line (a sweep job's own values too).
+    task = HydraConfig.get().overrides.task if HydraConfig.initialized() else ()
+    typed = {str(o).split("=", 1)[0].lstrip("+~") for o in task}
     for key, values in swept.items():
         given = str(choices[key]) if key in choices else shown(OmegaConf.select(cfg, key, default=None))
         if key in at:
             values = (*values, at[key])
         if _number(given) not in {_number(v) for v in values}:
+            if key not in typed:
+                # Not given: a single run of a sweep has the config's value, which the sweep replaces.
+                raise BadInput(
+                    f"experiment={experiment} sweeps {key} over {_listed(values)}, which a single run leaves "
+                    f"at the config's {key}={given}; run the experiment with -m, or give one of its values, "
+                    f"e.g. {key}={values[0]}"
+                )
             raise BadInput(
                 f"experiment={experiment} sweeps {key} over {_listed(values)}, but {key}={given} was given, "
                 f"which would file another run under the experiment's {labels}; choose one of them, or "
@@ -218,16 +229,25 @@ def _experiment(
     return cfg, choices, swept
 
 
-def check_method(choices: dict[str, str]) -> None:
+def check_method(cfg: DictConfig, choices: dict[str, str]) -> None:
     """A method (``method=``, the package's or one on the run's search path) is its groups' options
     (``override /loss: bspml``): one of them replaced on the command line would record another method's
-    run under the method's name, so it is refused."""
-    method = choices.get("method")
-    if not method:
-        return
+    run under the method's name, so it is refused. The baselines a report compares the run's method with
+    (``report.baselines``) are methods."""
     sources = (
         sources_of(HydraConfig.get().runtime.config_sources) if HydraConfig.initialized() else PACKAGE_SOURCES
     )
+    for baseline in OmegaConf.select(cfg, "report.baselines", default=None) or []:
+        if str(baseline) not in (known := methods(sources)):
+            close = difflib.get_close_matches(str(baseline), known, n=1)
+            raise BadInput(
+                f"report.baselines names {baseline}, which is no method= option (a report compares the run's "
+                f"method with its baselines' runs by that name); give method names, e.g. "
+                f"report.baselines=[{close[0] if close else known[0]}]"
+            )
+    method = choices.get("method")
+    if not method:
+        return
     for group, option in method_groups(method, sources).items():
         given = str(choices.get(group, option))
         if given != option:

@@ -22,9 +22,10 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from pytorch_lightning.callbacks import ModelCheckpoint
 
+from noisydml.callbacks.checkpointing import SelectedCheckpoint
 from noisydml.core.hooks import hooks_of
 from noisydml.run.checks.classes import parameter_default
-from noisydml.run.checks.walk import builds, entries, import_target, raw, shown, target_nodes
+from noisydml.run.checks.walk import builds, entries, import_target, leaves, raw, shown, target_nodes
 from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
 from noisydml.utils.metric_names import VALIDATION, better
@@ -35,6 +36,8 @@ from noisydml.utils.quiet import quiet_lightning
 BUILT_EARLY = ("loss", "miner", "noise")
 # Python's refusal of a call without a required argument: its first name.
 MISSING = re.compile(r"missing \d+ required (?:positional |keyword-only )?arguments?: '(\w+)'")
+# A backbone's parameters that size its input.
+INPUT_SIZES = ("in_features", "in_channels", "input_length", "input_size")
 # A callback's flag to act at the training epoch's end instead of after each validation (early stopping,
 # a checkpoint); Lightning's default, null, chooses by when validation runs.
 AT_TRAIN_EPOCH_END = ("check_on_train_epoch_end", "save_on_train_epoch_end")
@@ -96,7 +99,11 @@ def library_error(
         except Exception:
             continue
         default = parameter_default(import_target(str(target)), str(name))
-        fix = f"e.g. its default, {key}.{name}={default}" if default is not None else f"or drop {key}.{name}"
+        fix = (
+            f"e.g. its default, {key}.{name}={shown(default)}"
+            if default is not None
+            else f"or drop {key}.{name}"
+        )
         return BadInput(
             f"{key}.{name}={shown(raw(node, str(name)))} is refused by {target} ({reason}); give a "
             f"value it takes, {fix}"
@@ -212,23 +219,50 @@ def check_precision(cfg: DictConfig, trainer: Any, model: Any, datamodule: Any) 
         )
 
 
-def check_loss_lr(cfg: DictConfig, loss: Any, training_set: Any, choices: dict[str, str]) -> None:
-    """``module.loss_lr`` is the learning rate of the loss's own parameters: given for this run to a loss
-    that has none once set up on the data, nothing reads it. A protocol's or an experiment's value, shared
-    by every method it runs, is a default, not the run's choice."""
-    lr = OmegaConf.select(cfg, "module.loss_lr", default=None)
-    # Set for this run on the command line (Hydra's overrides.task: a sweep job's own values too).
+def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str, str]) -> None:
+    """A value given for this run (on the command line, a sweep job's own values too) that nothing reads
+    in the parts built: it would be recorded as the run's without having been used. A protocol's or an
+    experiment's value, shared by every method it runs, is a default, not the run's choice (the yu2018
+    protocol freezes BatchNorm for its LeNet runs too)."""
     given = HydraConfig.get().overrides.task if HydraConfig.initialized() else ()
-    if lr is None or "module.loss_lr" not in {str(o).split("=", 1)[0].lstrip("+~") for o in given}:
-        return
-    trial = copy.deepcopy(loss)
-    hooks_of(trial).setup(training_set)
-    if not any(p.requires_grad for p in trial.parameters()):
-        raise BadInput(
-            f"module.loss_lr={lr} is the learning rate of the loss's own parameters, but "
-            f"loss={choices.get('loss', type(loss).__name__)} has none, so nothing reads it; drop "
-            "module.loss_lr (optimizer.lr trains the backbone)"
-        )
+    keys = {str(o).split("=", 1)[0].lstrip("+~") for o in given}
+
+    def loss_has_no_parameters() -> bool:
+        trial = copy.deepcopy(model.loss)
+        hooks_of(trial).setup(datamodule.training_set())
+        return not any(p.requires_grad for p in trial.parameters())
+
+    def has_no_batchnorm() -> bool:
+        return not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.backbone.modules())
+
+    loss, backbone = choices.get("loss"), choices.get("backbone")
+    held_out = "holds none out, so nothing reads it; drop"
+    unread = {
+        "module.loss_lr": (
+            loss_has_no_parameters,
+            f"is the learning rate of the loss's own parameters, but loss={loss} has none, so nothing "
+            "reads it; drop module.loss_lr (optimizer.lr trains the backbone)",
+        ),
+        "backbone.freeze_bn": (
+            lambda: bool(cfg.backbone.get("freeze_bn")) and has_no_batchnorm(),
+            f"freezes the backbone's BatchNorm layers, but backbone={backbone} has none, so nothing reads "
+            "it; drop backbone.freeze_bn",
+        ),
+        "data.val_labels": (
+            lambda: datamodule.val_set is None,
+            f"says how the validation split is scored, but data.val_fraction=0 {held_out} data.val_labels, "
+            "or hold one out, e.g. data.val_fraction=0.1",
+        ),
+        "data.val_split": (
+            lambda: datamodule.val_set is None,
+            f"says how the validation split is drawn, but data.val_fraction=0 {held_out} data.val_split, or "
+            "hold one out, e.g. data.val_fraction=0.1",
+        ),
+    }
+    for key, (ignored, why) in unread.items():
+        if key in keys and ignored():
+            value = shown(OmegaConf.select(cfg, key, default=None))
+            raise BadInput(f"{key}={value} {why}")
 
 
 def check_untrained(cfg: DictConfig, choices: dict[str, str], has_parameters_to_train: bool) -> None:
@@ -368,6 +402,17 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
         # A checkpoint selection on a split no loader logs is dropped (selection.watched_callbacks).
         klass = import_target(str(node.get("_target_")))
         selection = isinstance(klass, type) and issubclass(klass, ModelCheckpoint)
+        if (
+            isinstance(klass, type)
+            and issubclass(klass, SelectedCheckpoint)
+            and monitor
+            and monitor != metric
+        ):
+            raise BadInput(
+                f"{key}.monitor={monitor} would select the tested epoch, but the run records, and a sweeper "
+                f"optimises, optimized_metric={metric} as what selected it; set optimized_metric={monitor} "
+                f"instead (the selection follows it)"
+            )
         if monitor and monitor.split("/", 1)[0] not in stages and not selection:
             raise BadInput(
                 f"{str(node.get('_target_')).rsplit('.', 1)[-1]} monitors {monitor}, which no validation "
@@ -392,7 +437,7 @@ def _within_epoch(interval: Any) -> bool:
     return interval is not None and not (isinstance(interval, float) and interval == 1.0)
 
 
-def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> None:
+def check_one_batch(model: Any, datamodule: Any, cfg: DictConfig, choices: dict[str, str]) -> None:
     """One batch of K samples of P classes through the backbone, then through the training step's hook
     sequence (:meth:`EmbeddingModule.dry_run_step`), without changing what training then draws or learns."""
     x, y, indices = datamodule.first_batch()
@@ -403,7 +448,9 @@ def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> Non
             "fix or drop them in the data (a NaN input makes the loss NaN)"
         )
     backbone, loss, miner = (choices.get(k, "?") for k in ("backbone", "loss", "miner"))
-    _check_backbone(model, x, backbone)
+    # The backbone's keys that size its input, for the fix.
+    sizes = [f"backbone.{k}" for k, _ in leaves(raw(cfg, "backbone")) if k.rsplit(".", 1)[-1] in INPUT_SIZES]
+    _check_backbone(model, x, backbone, sizes)
     try:
         value = model.dry_run_step((x, y, indices), datamodule.training_set())
     except Exception as error:
@@ -416,7 +463,7 @@ def check_one_batch(model: Any, datamodule: Any, choices: dict[str, str]) -> Non
         )
 
 
-def _check_backbone(model: Any, x: torch.Tensor, backbone: str) -> None:
+def _check_backbone(model: Any, x: torch.Tensor, backbone: str, sizes: list[str]) -> None:
     """The backbone takes the data's inputs and gives finite embeddings (eval mode, no gradient)."""
     try:
         with model.unchanged():
@@ -424,8 +471,8 @@ def _check_backbone(model: Any, x: torch.Tensor, backbone: str) -> None:
     except RuntimeError as error:
         raise BadInput(
             f"backbone={backbone} cannot take the data's inputs of shape {tuple(x.shape[1:])} "
-            f"({str(error).splitlines()[0]}); choose a backbone for this data set or set its input "
-            "size (e.g. backbone.trunk.in_features)"
+            f"({str(error).splitlines()[0]}); choose a backbone for this data set"
+            + (f" or set its input size ({', '.join(sizes)})" if sizes else "")
         ) from error
     if not torch.isfinite(embeddings).all():
         raise BadInput(

@@ -72,6 +72,8 @@ def shown(value: Any) -> str:
         return "{" + ", ".join(f"{key}: {shown(item)}" for key, item in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return f"[{','.join(shown(item) for item in value)}]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return "null" if value is None else str(value)
 
 
