@@ -434,7 +434,7 @@ def test_an_interrupted_sweep_says_what_ran_and_its_printed_command_continues_it
     assert stopped_sweep.returncode == 128 + signal.SIGINT, stopped_sweep.stderr
     (folder,) = (tmp_path / "outputs" / "sweeps" / "default").iterdir()
     shown = " ".join([*two_epochs, *fault]).replace("=false", "=False")
-    jobs = [f"{n} ({shown} seed={n})" for n in range(3)]
+    jobs = [f"job {n} ({shown} seed={n})" for n in range(3)]
     said = stopped_sweep.stderr[stopped_sweep.stderr.index(f"the sweep in {folder}") :].splitlines()
     assert said[1:4] == [f"  finished: {jobs[0]}", f"  interrupted: {jobs[1]}", f"  never started: {jobs[2]}"]
     assert said[4] == "continue it (finished jobs are skipped, an interrupted one resumes) with:"

@@ -382,7 +382,7 @@ def test_a_job_whose_folder_an_earlier_job_took_is_not_counted_finished(tmp_path
         in out.stderr
     )
     said = out.stderr[out.stderr.index("stopped before its end") :].splitlines()
-    assert said[1].startswith("  finished: 0 (") and said[2].startswith("  failed: 1 (")
+    assert said[1].startswith("  finished: job 0 (") and said[2].startswith("  failed: job 1 (")
 
 
 def test_a_shared_cache_inside_a_run_is_refused(compose_config, finished):

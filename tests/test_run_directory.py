@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shlex
 import stat
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from noisydml.report.cli import write_report
 from noisydml.run.train import train
 from noisydml.utils.atomic import write_json
+from noisydml.utils.run_directory import RunDir
 from test_bad_input import NaNAfter
 
 
@@ -106,3 +108,12 @@ def test_a_record_cut_short_or_not_a_mapping_is_damaged_and_finished_needs_metri
     assert run.damage() is None and run.finished_results() is None
     run.results.write_text(whole)
     assert run.finished_results() == json.loads(whole)
+
+
+def test_the_command_that_continues_a_run_pastes_into_a_shell(tmp_path):
+    # Printed when a run starts, stops or is refused: a folder name with spaces (a job named by its
+    # overrides, a user's folder) stays one argument.
+    run = RunDir(tmp_path / "run ü 1")
+    assert run.resume_command("resume=never") == f"noisydml 'resume={tmp_path}/run ü 1' resume=never"
+    assert shlex.split(run.resume_command())[1] == f"resume={tmp_path}/run ü 1"
+    assert RunDir(tmp_path / "plain").resume_command() == f"noisydml resume={tmp_path}/plain"

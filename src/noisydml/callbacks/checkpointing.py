@@ -112,11 +112,9 @@ def resume_checkpoint(run_dir: Path, which: str = "last") -> Path | None:
     try:
         torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        fixes = [f"start this run over: noisydml resume={run.path} resume=never"]
+        fixes = [f"start this run over: {run.resume_command('resume=never')}"]
         if which == "last" and run.previous_checkpoint.is_file():
-            before = (
-                f"continue from the checkpoint before it: noisydml resume={run.path} resume_from=previous"
-            )
+            before = f"continue from the checkpoint before it: {run.resume_command('resume_from=previous')}"
             fixes.insert(0, before)
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise BadInput(

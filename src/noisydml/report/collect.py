@@ -328,7 +328,7 @@ def failure(results: dict, run: RunDir | None = None) -> str:
     if run is not None and (damage := run.damage()) is not None:
         return (
             f"damaged results.json: it {damage}; the run's end is unknown: continue it with "
-            f"noisydml resume={run.path}, or delete the file to run it again"
+            f"{run.resume_command()}, or delete the file to run it again"
         )
     if results.get("status") in (FINISHED, LEGACY_FINISHED):
         return (

@@ -104,7 +104,7 @@ def summary(argv: list[str]) -> str | None:
     states: dict[str, list[str]] = {"finished": [], "failed": [], "interrupted": [], "never started": []}
     folders: set[Path] = set()
     for num in range(count):
-        name = f"{num} ({' '.join(_sweep.jobs[num])})" if _sweep.jobs is not None else str(num)
+        name = f"job {num}" + (f" ({' '.join(_sweep.jobs[num])})" if _sweep.jobs is not None else "")
         if num not in _sweep.started:
             states["never started"].append(name)
             continue

@@ -110,7 +110,7 @@ def _no_space_message(error: OSError, run: RunDir) -> str:
     what = str(error.strerror)
     if not what.startswith("no space left"):
         what = f"no space left to write {error.filename or run.path} ({what})"
-    return f"{what}; free space, then continue the run with: noisydml resume={run.path.resolve()}"
+    return f"{what}; free space, then continue the run with: {run.resume_command()}"
 
 
 def _resolve(cfg: DictConfig, run: RunDir, choices: dict[str, str]) -> dict:
@@ -162,7 +162,7 @@ def _start(cfg: DictConfig, run: RunDir, record: dict) -> None:
         for path, config in files.items():
             with atomic_write(path) as f:
                 f.write(OmegaConf.to_yaml(config))
-    resume = f"noisydml resume={run.path.resolve()}"
+    resume = run.resume_command()
     run.write_results(RUNNING, resume=resume, **record, versions=versions())
     print(f"run directory: {run.path.resolve()} (if it stops, continue it with: {resume})", flush=True)
 
@@ -334,7 +334,7 @@ def _record_end(
     run, the command that continues it (a requeued job runs it by itself)."""
     if rank_zero_only.rank != 0:
         return
-    resume = f"noisydml resume={run.path.resolve()}"
+    resume = run.resume_command()
     fields = {"error": message or _message(error), "error_type": type(error).__name__}
     try:
         fields["traceback"] = run.write_traceback(traceback.format_exc()).name

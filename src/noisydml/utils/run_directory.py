@@ -23,6 +23,7 @@ method) and the report labels (``report``), so a reader needs neither Hydra's fi
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -49,6 +50,10 @@ class RunDir:
     """The files of the run in ``path``."""
 
     path: Path
+
+    def resume_command(self, *more: str) -> str:
+        """The command that continues this run, as a shell takes it (a folder name with spaces)."""
+        return " ".join(["noisydml", shlex.quote(f"resume={self.path.resolve()}"), *more])
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))

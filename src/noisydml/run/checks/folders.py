@@ -217,7 +217,7 @@ def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None
     if resume == "auto" and run.has_checkpoint():
         raise BadInput(
             f"{run.path} holds a checkpoint of another config ({changed}{more}), which would continue as if "
-            f"it were this one; continue that run unchanged with: noisydml resume={run.path}, start it over "
+            f"it were this one; continue that run unchanged with: {run.resume_command()}, start it over "
             "with resume=never, or choose another directory with hydra.run.dir=..."
         )
     return None
