@@ -76,6 +76,17 @@ BAD_INPUTS = [
         r"optimizer.dampening=0.5 is read only when optimizer.momentum is not 0 .* so it is ignored",
     ),
     (["report.baselines=[foo/bar]"], r"report.baselines names foo/bar, which is no method= option"),
+    (["module.compile=maybe"], r"module.compile=maybe is not a boolean; give true or false"),
+    (
+        ["callbacks=model_summary", "callbacks.model_summary.max_depth=-5"],
+        r"callbacks.model_summary.max_depth=-5 must be >= -1 \(-1 shows every layer, 0 none\)",
+    ),
+    (
+        ["+trainer.min_steps=100"],
+        r"trainer.min_steps=100 is more than the \d+ steps of trainer.max_epochs=\d+, which ends the run",
+    ),
+    (["+trainer.max_time=00:00:00:00"], r"trainer.max_time=00:00:00:00 stops the run before its first step"),
+    (["loss.margin=nan"], r"loss.margin=nan is not a number; give one, e.g. loss.margin="),
     (
         ["+noise.rat=0.2"],
         r"noise.rat=0.2 is not an option of noisydml.noise.UniformNoise .*did you mean noise.rate\?",

@@ -187,10 +187,8 @@ def test_class_conditional_rejects_a_vector_of_the_wrong_length():
 @pytest.mark.parametrize("bad", [-0.1, 1.0, 1.5, float("nan")])
 def test_class_conditional_rejects_a_rate_out_of_range(bad):
     # The fix: the rates given, the one out of range replaced.
-    message = (
-        rf"noise\.rates=\[0\.1,0\.2,{bad}\]: {bad} is outside \[0, 1\); "
-        r"e\.g\. noise\.rates=\[0\.1,0\.2,0\.2\]$"
-    )
+    problem = r"is not a number; give one," if bad != bad else r"is outside \[0, 1\);"
+    message = rf"noise\.rates=\[0\.1,0\.2,{bad}\]: {bad} {problem} e\.g\. noise\.rates=\[0\.1,0\.2,0\.2\]$"
     with pytest.raises(ValueError, match=message):
         ClassConditionalNoise(rates=[0.1, 0.2, bad], seed=0)
 
@@ -235,7 +233,8 @@ def test_topline_rate_zero_keeps_everything_and_seeds_pick_different_subsets():
 @pytest.mark.parametrize("model", [UniformNoise, ExactNoise, ToplineNoise])
 @pytest.mark.parametrize("bad", [-0.1, 1.0, 1.2, float("nan")])
 def test_rates_outside_zero_one_are_rejected_naming_key_and_value(model, bad):
-    with pytest.raises(ValueError, match=rf"^noise\.rate={bad} is outside \[0, 1\)"):
+    problem = r"is not a number" if bad != bad else r"is outside \[0, 1\)"
+    with pytest.raises(ValueError, match=rf"^noise\.rate={bad} {problem}"):
         model(rate=bad, seed=0)
 
 

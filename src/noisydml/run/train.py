@@ -262,9 +262,13 @@ def load_weights(model: torch.nn.Module, path: str) -> None:
     try:
         model.load_state_dict(state["state_dict"])
     except (KeyError, TypeError, RuntimeError) as error:
+        # torch's first line names only the model: the first mismatch it lists is the reason.
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        reason = next((line for line in lines[1:] if "mismatch" in line or "key" in line), lines[0])
         raise BadInput(
-            f"ckpt_path={path} cannot be loaded into this run's model ({str(error).splitlines()[0]}); "
-            "give the overrides the checkpoint was trained with (a checkpoint in a run folder brings them)"
+            f"ckpt_path={path} cannot be loaded into this run's model ({reason}); an override given beside "
+            "it builds another model (a data set of another input size, another backbone): drop it, or give "
+            "the overrides the checkpoint was trained with (a checkpoint in a run folder brings them)"
         ) from error
 
 

@@ -119,9 +119,11 @@ def _problem(rule: Rule, value: Any) -> str | None:
     kinds = (int,) if rule.kind is int else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
         return f"is not {'an integer' if rule.kind is int else 'a number'}"
+    if math.isnan(value):
+        return "is not a number"
     below = value <= rule.low if rule.open_low else value < rule.low
     above = value >= rule.high if rule.open_high else value > rule.high
-    if below or above or math.isnan(value):
+    if below or above:
         if rule.high == INF:
             return f"must be {'>' if rule.open_low else '>='} {_number(rule.low)}"
         return (

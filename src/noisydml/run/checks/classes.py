@@ -92,6 +92,9 @@ RANGES: dict[str, dict[str, Rule | ByMetric]] = {
             why="a negative patience stops at the first validation that does not improve, as 0 does",
         )
     },
+    "pytorch_lightning.callbacks.ModelSummary": {
+        "max_depth": Rule("", int, -1, why="-1 shows every layer, 0 none")
+    },
     "torch.optim.lr_scheduler.CosineAnnealingLR": {
         "eta_min": parameter_range(0, why="the learning rate would turn negative and training climb the loss")
     },
@@ -156,9 +159,12 @@ def check_classes(cfg: DictConfig) -> None:
     take, a value of the wrong type, or a value outside its declared range."""
     from noisydml.core.embedding_module import EmbeddingModule
 
-    _check_keys(
-        "module", cfg.get("module") or {}, EmbeddingModule, "noisydml.core.embedding_module.EmbeddingModule"
-    )
+    module = cfg.get("module") or {}
+    _check_keys("module", module, EmbeddingModule, "noisydml.core.embedding_module.EmbeddingModule")
+    kinds = _parameter_kinds(EmbeddingModule)
+    for name in module:
+        if name in kinds:
+            _check_type(f"module.{name}", raw(cfg, f"module.{name}"), kinds[name])
     defaults = _top_level_defaults()
     for key in defaults:
         if key in ("defaults", "hydra") or key not in cfg or isinstance(defaults[key], DictConfig):

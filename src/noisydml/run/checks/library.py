@@ -8,6 +8,7 @@ object again without each key in turn).
 from __future__ import annotations
 
 import copy
+import datetime
 import difflib
 import math
 import os
@@ -300,6 +301,19 @@ def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: boo
             "with nothing to train, e.g. backbone=identity)"
         )
     train_batches = datamodule.sampler.batches_per_epoch
+    epochs, min_steps = trainer.get("max_epochs"), trainer.get("min_steps")
+    if min_steps and epochs not in (None, -1) and min_steps > epochs * train_batches:
+        raise BadInput(
+            f"trainer.min_steps={min_steps} is more than the {epochs * train_batches} steps of "
+            f"trainer.max_epochs={epochs}, which ends the run first, so nothing reads it; lower "
+            "trainer.min_steps, or raise trainer.max_epochs"
+        )
+    if _seconds(trainer.get("max_time")) == 0:
+        raise BadInput(
+            f"trainer.max_time={shown(trainer.get('max_time'))} stops the run before its first step: the "
+            "untrained network would be tested as the result; give it time (DD:HH:MM:SS, e.g. "
+            "trainer.max_time=00:12:00:00), or drop it"
+        )
     val_batches = [
         math.ceil(len(dataset) / datamodule.eval_batch_size)
         for dataset in (datamodule.val_set,)
@@ -429,6 +443,20 @@ def _validation_not_at_epoch_end(cfg: DictConfig) -> str | None:
         return f"every {every} epochs (trainer.check_val_every_n_epoch={every})" if every else "by steps"
     if _within_epoch(interval):
         return f"at trainer.val_check_interval={interval}"
+    return None
+
+
+def _seconds(max_time: Any) -> float | None:
+    """``trainer.max_time`` in seconds (``DD:HH:MM:SS`` or a mapping of days, hours, minutes, seconds), None
+    where it is not given or is not one of these (the Trainer says so)."""
+    try:
+        if isinstance(max_time, str):
+            days, hours, minutes, seconds = (float(part) for part in max_time.split(":"))
+            return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+        if isinstance(max_time, (dict, DictConfig)):
+            return datetime.timedelta(**dict(max_time)).total_seconds()
+    except (TypeError, ValueError):
+        return None
     return None
 
 
