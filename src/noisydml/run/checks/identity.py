@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml import CONFIG_DIR
-from noisydml.run.checks.walk import ABSENT, leaves, raw, shown
+from noisydml.run.checks.walk import ABSENT, given_keys, leaves, raw, shown
 from noisydml.run.selection import debug_mode
 from noisydml.utils.errors import BadInput
 from noisydml.utils.method_names import PACKAGE_SOURCES, method_groups, methods, sources_of
@@ -91,9 +91,7 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     tuned = (tune.get("space") or {}).get(choices.get("method")) or {}
     # The study's own settings (tune.at), at their values: a study's trial runs at them.
     at = {str(key): str(value) for key, value in (tune.get("at") or {}).items()}
-    # The keys and groups given on the command line (a sweep job's own values too).
-    task = HydraConfig.get().overrides.task if HydraConfig.initialized() else ()
-    typed = {str(o).split("=", 1)[0].lstrip("+~") for o in task}
+    typed = given_keys()
     for key, values in swept.items():
         given = str(choices[key]) if key in choices else shown(OmegaConf.select(cfg, key, default=None))
         if key in at:
@@ -237,8 +235,10 @@ def check_method(cfg: DictConfig, choices: dict[str, str]) -> None:
     sources = (
         sources_of(HydraConfig.get().runtime.config_sources) if HydraConfig.initialized() else PACKAGE_SOURCES
     )
-    for baseline in OmegaConf.select(cfg, "report.baselines", default=None) or []:
-        if str(baseline) not in (known := methods(sources)):
+    baselines = OmegaConf.select(cfg, "report.baselines", default=None) or []
+    known = methods(sources) if baselines else []
+    for baseline in baselines:
+        if str(baseline) not in known:
             close = difflib.get_close_matches(str(baseline), known, n=1)
             raise BadInput(
                 f"report.baselines names {baseline}, which is no method= option (a report compares the run's "

@@ -8,7 +8,6 @@ object again without each key in turn).
 from __future__ import annotations
 
 import copy
-import datetime
 import difflib
 import math
 import os
@@ -17,16 +16,24 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
-from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.callbacks import ModelCheckpoint, Timer
 
 from noisydml.callbacks.checkpointing import SelectedCheckpoint
 from noisydml.core.hooks import hooks_of
 from noisydml.run.checks.classes import parameter_default
-from noisydml.run.checks.walk import builds, entries, import_target, leaves, raw, shown, target_nodes
+from noisydml.run.checks.walk import (
+    builds,
+    entries,
+    given_keys,
+    import_target,
+    leaves,
+    raw,
+    shown,
+    target_nodes,
+)
 from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
 from noisydml.utils.metric_names import VALIDATION, better
@@ -225,8 +232,7 @@ def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str
     in the parts built: it would be recorded as the run's without having been used. A protocol's or an
     experiment's value, shared by every method it runs, is a default, not the run's choice (the yu2018
     protocol freezes BatchNorm for its LeNet runs too)."""
-    given = HydraConfig.get().overrides.task if HydraConfig.initialized() else ()
-    keys = {str(o).split("=", 1)[0].lstrip("+~") for o in given}
+    keys = given_keys()
 
     def loss_has_no_parameters() -> bool:
         trial = copy.deepcopy(model.loss)
@@ -308,7 +314,8 @@ def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: boo
             f"trainer.max_epochs={epochs}, which ends the run first, so nothing reads it; lower "
             "trainer.min_steps, or raise trainer.max_epochs"
         )
-    if _seconds(trainer.get("max_time")) == 0:
+    # Lightning's own reading of the duration (the Trainer built by check_trainer took it).
+    if (max_time := raw(cfg, "trainer.max_time", None)) is not None and not Timer(max_time).time_remaining():
         raise BadInput(
             f"trainer.max_time={shown(trainer.get('max_time'))} stops the run before its first step: the "
             "untrained network would be tested as the result; give it time (DD:HH:MM:SS, e.g. "
@@ -443,20 +450,6 @@ def _validation_not_at_epoch_end(cfg: DictConfig) -> str | None:
         return f"every {every} epochs (trainer.check_val_every_n_epoch={every})" if every else "by steps"
     if _within_epoch(interval):
         return f"at trainer.val_check_interval={interval}"
-    return None
-
-
-def _seconds(max_time: Any) -> float | None:
-    """``trainer.max_time`` in seconds (``DD:HH:MM:SS`` or a mapping of days, hours, minutes, seconds), None
-    where it is not given or is not one of these (the Trainer says so)."""
-    try:
-        if isinstance(max_time, str):
-            days, hours, minutes, seconds = (float(part) for part in max_time.split(":"))
-            return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-        if isinstance(max_time, (dict, DictConfig)):
-            return datetime.timedelta(**dict(max_time)).total_seconds()
-    except (TypeError, ValueError):
-        return None
     return None
 
 

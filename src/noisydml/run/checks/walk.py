@@ -7,6 +7,7 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -62,6 +63,13 @@ def raw(cfg: Any, key: str, default: Any = ABSENT) -> Any:
     if isinstance(node, (DictConfig, ListConfig)):
         return None if node._is_none() else OmegaConf.to_container(node, resolve=False)
     return node._value()
+
+
+def given_keys() -> set[str]:
+    """The keys and groups given for this run on the command line (Hydra's ``overrides.task``, a sweep job's
+    own values too), without their ``+`` or ``~``; none outside a Hydra run."""
+    task = HydraConfig.get().overrides.task if HydraConfig.initialized() else ()
+    return {str(o).split("=", 1)[0].lstrip("+~") for o in task}
 
 
 def shown(value: Any) -> str:
