@@ -68,6 +68,11 @@ BAD_INPUTS = [
     ),
     (["backbone.freeze_bn=true"], r"backbone.freeze_bn=true .* backbone=mlp has none, so nothing reads it"),
     (
+        ["scheduler=multistep", "scheduler.milestones=[100]", "trainer.max_epochs=3"],
+        r"scheduler.milestones=\[100\] .* trainer.max_epochs=3, so it reaches none and nothing reads them; "
+        r"give a milestone below 3",
+    ),
+    (
         ["loss=margin", "miner=distance_weighted", "loss.learn_beta=false"],
         r"loss.per_class_beta=true .* give loss.per_class_beta=false with loss.learn_beta=false$",
     ),
@@ -221,6 +226,23 @@ BAD_INPUTS = [
     (
         ["callbacks.early_stop={_target_: pytorch_lightning.callbacks.EarlyStopping, monitor: val/nope}"],
         r"callbacks.early_stop.monitor=val/nope is not a metric this run logs \(it logs: val/recall@1",
+    ),
+    # Issue 45: a joint constraint names the key given, with the fix for either.
+    (
+        ["noise=small_cluster_kmeans", "noise.backbone=null"],
+        r"noise.backbone=null, but noise.clusters=kmeans clusters a backbone's features; give a backbone "
+        r"\(as the small_cluster_kmeans noise config does: noise.backbone=\$\{backbone\}, the run's\), or "
+        r"noise.clusters=random$",
+    ),
+    # Issue 45: a node given whole with another class keeps the config's keys (Hydra merges it).
+    (
+        [
+            "loss=adapted_triplet",
+            "loss.distance={_target_: pytorch_metric_learning.distances.DotProductSimilarity}",
+        ],
+        r"loss.distance={_target_: pytorch_metric_learning.distances.DotProductSimilarity} is merged into "
+        r"the config's loss.distance node, which keeps its normalize_embeddings=true, p=2, power=2: .*; "
+        r"give them in the node to keep them, or replace the node: ~loss.distance '\+loss.distance=",
     ),
     (
         ["callbacks.early_stop={monitor: val/recall@1}"],
@@ -869,13 +891,28 @@ CLI_BAD_INPUTS = [
         "~noise.rat: noise has no key rat (noise=uniform), so there is nothing to delete; did you mean "
         "~noise.rate? (its keys: rate, seed)",
     ),
+    # Issue 45: what Hydra's grammar cannot read, with the fix its form calls for (a space splits the
+    # arguments, as the shell splits them).
+    (
+        "optimizer.betas=(0.9,0.99)",
+        "optimizer.betas=(0.9,0.99) cannot be read (Error parsing override 'optimizer.betas=(0.9,0.99)'); "
+        "Hydra writes a sequence as a list: optimizer.betas=[0.9,0.99]",
+    ),
+    (
+        "metrics.recall_ks=[1, 2, 4]",
+        "the shell split 'metrics.recall_ks=[1, 2, 4]' at its spaces; write it without them, "
+        "metrics.recall_ks=[1,2,4], or quote the whole argument",
+    ),
+    ("metrics.recall_ks=[1,", "it opens a list or node it does not close; e.g. metrics.recall_ks=[1]"),
 ]
 
 
 @pytest.mark.parametrize(("override", "message"), CLI_BAD_INPUTS, ids=lambda v: v[:40])
 def test_unknown_options_and_unusable_folders_are_refused_by_the_cli_in_one_line(tmp_path, override, message):
     exe = Path(sys.executable).with_name("noisydml")
-    out = subprocess.run([str(exe), override], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [str(exe), *override.split(" ")], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 1
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "outputs").exists()
@@ -887,8 +924,11 @@ def test_unknown_options_and_unusable_folders_are_refused_by_the_cli_in_one_line
         # The default config lacks the key, whichever method comes first: refused before Hydra starts.
         ([], "prism/prism,le2019/triplet_random_semihard"),
         # The experiment's own method (PRISM) has it, a later job's does not: refused by the sweeper, before
-        # the sweep's folder is written.
-        (["experiment=noisy_dml/digits_symmetric"], "prism/prism,le2019/triplet_random_semihard"),
+        # the sweep's folder is written (the run labelled as the user's own, which its first job is).
+        (
+            ["experiment=noisy_dml/digits_symmetric", "name=mine", "report.figure=mine/memory"],
+            "prism/prism,le2019/triplet_random_semihard",
+        ),
     ],
 )
 def test_a_sweep_with_a_key_some_job_lacks_is_refused_before_anything_is_written(
@@ -898,9 +938,42 @@ def test_a_sweep_with_a_key_some_job_lacks_is_refused_before_anything_is_written
     sweep = ["-m", *experiment, f"method={methods}", "loss.memory_size=10", "trainer.max_epochs=1"]
     out = subprocess.run([str(exe), *sweep], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 1
-    assert out.stderr.splitlines()[0].startswith(
-        "loss.memory_size=10: loss has no key memory_size (loss=triplet) (its keys: margin, "
-    ), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "loss.memory_size=10: loss has no key memory_size (loss=triplet) (its keys: margin, " in out.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(
+    ("sweep", "message"),
+    [
+        # A value its class's constructor refuses (the noise model, built early), a later job's.
+        (
+            ["noise=uniform", "noise.rate=0.2,1.2"],
+            "job 1 (noise=uniform noise.rate=1.2), before any job of the sweep ran: "
+            "noise.rate=1.2 is outside [0, 1)",
+        ),
+        # A seed, which jobs otherwise alike share one check for.
+        (
+            ["seed=0,1,-1"],
+            "job 2 (seed=-1), before any job of the sweep ran: seed=-1 is outside [0, 4294967296); e.g. "
+            "seed=0",
+        ),
+        # An experiment's identity: a value off its sweep's.
+        (
+            ["experiment=digits/levi2021_even_odd", "seed=0", "loss.margin=0.2,0.3"],
+            "job 1 (method=levi2021/triplet seed=0 experiment=digits/levi2021_even_odd loss.margin=0.3), "
+            "before any job of the sweep ran: experiment=digits/levi2021_even_odd is loss.margin=0.2, but "
+            "loss.margin=0.3 was given",
+        ),
+    ],
+)
+def test_a_sweeps_bad_value_in_any_job_is_refused_before_the_first_job_runs(tmp_path, sweep, message):
+    exe = Path(sys.executable).with_name("noisydml")
+    # No job trains: each is refused before the first.
+    out = subprocess.run([str(exe), "-m", *sweep], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    assert out.stderr.strip().startswith(message), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert not (tmp_path / "outputs").exists()
 
 

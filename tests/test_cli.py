@@ -75,13 +75,12 @@ def test_resume_of_a_folder_that_holds_no_run_says_so(tmp_path):
 @pytest.mark.slow
 def test_a_sweep_says_which_jobs_failed_and_why(tmp_path):
     sweep = tmp_path / "sweep"
-    command = [NOISYDML, "-m", "noise.rate=0.2,1.2", "logger=csv", f"hydra.sweep.dir={sweep}"]
+    # A data set's files are read when its job runs (a bad value is refused before any job: test_bad_input).
+    command = [NOISYDML, "-m", "dataset=digits,cub", "logger=csv", f"hydra.sweep.dir={sweep}"]
     out = subprocess.run(
         [*command, "trainer.max_epochs=1"], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 1
-    assert "job 0 (noise.rate=0.2 logger=csv trainer.max_epochs=1): finished" in out.stdout
-    failed = (
-        "job 1 (noise.rate=1.2 logger=csv trainer.max_epochs=1): failed: noise.rate=1.2 is outside [0, 1)"
-    )
+    assert "job 0 (dataset=digits logger=csv trainer.max_epochs=1): finished" in out.stdout
+    failed = "job 1 (dataset=cub logger=csv trainer.max_epochs=1): failed: cub: images.txt not found"
     assert failed in out.stdout and "error.log" in out.stdout

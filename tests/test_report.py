@@ -163,6 +163,28 @@ def test_collect_marks_complete_failed_and_missing_jobs(le_sweep: Path) -> None:
     assert missing.overrides == {"miner": "fixed_semihard", "noise": "uniform", "noise.rate": 0.4, "seed": 2}
 
 
+def test_an_evaluations_folder_is_left_out_of_the_runs_and_named(le_sweep: Path, tmp_path: Path) -> None:
+    # What noisydml-eval writes (test_conventions runs it): the checkpoint's scores, its status evaluated.
+    scored = write_run(
+        tmp_path / "evals" / "one",
+        ["seed=0", "ckpt_path=/runs/a/checkpoints/best.ckpt", "resume=never"],
+        choices={"loss": "triplet", "miner": "fixed_semihard", "noise": "uniform", "dataset": "digits"},
+        config=le_config("fixed_semihard", "uniform", 0.2, 0),
+        metrics=None,
+    )
+    (scored / "results.json").write_text(
+        json.dumps({"status": "evaluated", "metrics": {"test/recall@1": 0.5}, "reason": "ckpt_path=..."})
+    )
+    runs = collect([le_sweep, tmp_path / "evals"])
+    assert len(runs) == 24 and [r.status for r in runs].count(FAILED) == 1
+    written = write_report([le_sweep, tmp_path / "evals"], tmp_path / "out", name="both")
+    report = (written.directory / "report.md").read_text()
+    assert "24 runs (22 complete, 1 failed, 1 missing)" in report
+    assert "## Left out" in report and f"- `{scored}`" in report and "ckpt_path=/runs" not in report
+    with pytest.raises(ValueError, match=r"no runs under .* \(noisydml-eval folders, a checkpoint's scores"):
+        write_report([tmp_path / "evals"], tmp_path / "out")
+
+
 def test_expected_jobs_expand_a_sweep_as_hydras_basic_sweeper_does() -> None:
     multirun = {
         "hydra": {

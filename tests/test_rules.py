@@ -301,10 +301,15 @@ def test_a_last_epoch_its_clock_cut_short_is_recorded_stopped_not_finished(compo
     assert results["reason"].startswith("trainer.max_time=00:00:00:01 stopped training after 0 of ")
 
 
-def test_a_writer_whose_name_leads_out_of_the_run_is_refused_before_it_writes(compose_config, tmp_path):
-    cfg = compose_config("logger=csv", "logger.csv.name=../../escape")
+@pytest.mark.parametrize("key", ["name", "version"])
+def test_a_writer_whose_setting_leads_out_of_the_run_is_refused_naming_it_before_it_writes(
+    compose_config, tmp_path, key
+):
+    cfg = compose_config("logger=csv", f"logger.csv.{key}=../../escape")
     with pytest.raises(
-        BadInput, match=r"^logger.csv \(ResumableCSVLogger\) would write .*escape, outside the run"
+        BadInput,
+        match=rf"^logger.csv.{key}=../../escape makes logger.csv \(ResumableCSVLogger\) write .*escape, "
+        rf"outside the run's folder .*; give logger.csv.{key} without '..'",
     ):
         train(cfg)
     assert not (Path(cfg.paths.output_dir).parents[1] / "escape").exists()
@@ -503,6 +508,20 @@ def test_an_evaluation_keeps_its_runs_config_but_what_it_reads(tmp_path, finishe
     assert sorted(p.name for p in tmp_path.iterdir()) == ["finished"]
 
 
+def test_an_evaluation_on_another_data_set_reads_that_data_sets_keys(finished):
+    from noisydml.run.checks.arguments import check_evaluation_arguments
+
+    (finished / "results.json").write_text(
+        json.dumps({"status": "finished", "choices": {"dataset": "digits"}})
+    )
+    # Another data set's split: none of its samples were trained on.
+    check_evaluation_arguments(["dataset=mnist5k", "dataset.split_seed=3"], finished)
+    # The same data set, split otherwise: part of its test split was trained on.
+    for same in (["dataset.split_seed=3"], ["dataset=digits", "dataset.split_seed=3"]):
+        with pytest.raises(BadInput, match="it splits the data otherwise"):
+            check_evaluation_arguments(same, finished)
+
+
 def test_an_evaluation_into_its_training_runs_folder_is_refused_leaving_the_run_as_it_was(tmp_path, finished):
     (finished / ".hydra" / "overrides.yaml").write_text("- noise.rate=0.2\n")
     (finished / "checkpoints").mkdir()
@@ -516,6 +535,17 @@ def test_an_evaluation_into_its_training_runs_folder_is_refused_leaving_the_run_
         f"noisydml-eval: hydra.run.dir={finished} is the run that wrote the checkpoint, whose checkpoints"
     )
     assert sorted(p.relative_to(finished) for p in finished.rglob("*")) == before
+
+
+def test_a_search_whose_searched_key_is_pinned_is_refused_before_its_first_trial_trains(tmp_path):
+    # Optuna's sweeper takes loss.eta=2 as fixed and drops it from the search: every trial alike.
+    out = _command("noisydml", ["-m", "hparams_search=rdml_eta", "loss.eta=2", "logger=csv"], tmp_path)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.stderr.startswith(
+        "the search (hydra.sweeper.params) searches loss.eta over choice(0.5, 1, 2, 3, 4), but loss.eta=2 "
+        "pins it: every trial would run loss.eta=2"
+    )
+    assert list(tmp_path.rglob("results.json")) == []
 
 
 def test_a_search_that_would_look_for_the_worst_trial_is_refused_before_its_first_trial_trains(tmp_path):

@@ -1,15 +1,13 @@
 """Hydra's basic sweep (the cartesian product of the comma-separated overrides, ``hydra.sweeper.params``
-first, jobs in the same order and numbered alike), checked before any job runs at the cost of one
-composition per distinct job shape instead of one per job, and each job composed from the configs merged
-for its group choices (:mod:`~hydra_plugins.noisydml_sweeper.composition`).
+first, jobs in the same order and numbered alike), every job checked before any job runs, and each job
+composed from the configs merged for its group choices (:mod:`~hydra_plugins.noisydml_sweeper.composition`).
 
-Hydra's basic sweeper composes every job's config once to check it before launching, and the launcher
-composes it again to run it: two compositions a job, a tenth of a small job's CPU time
-(``scripts/bench/small_jobs.py``). What composition can refuse (an unknown key, group option or package)
-depends on which keys a job overrides and which option it picks in each config group, not on a plain
-value: ``seed=0`` composes where ``seed=1`` does; the values are checked by the run's own pre-flight. So a
-job is composed beforehand only when no earlier job overrides the same keys with the same group options.
-Interval and range sweeps (an Optuna search space) are the Optuna sweeper's.
+Hydra's basic sweeper composes every job's config once to check that it composes before launching, and the
+launcher composes it again to run it: two full compositions a job, a tenth of a small job's CPU time
+(``scripts/bench/small_jobs.py``). This one checks each job's values too, as the run's pre-flight does before
+building anything (``noise.rate=0.1,abc`` stops the sweep before its first job trains), from the configs
+merged once per set of group choices; jobs that differ only in their seed are composed and checked once,
+their seeds by the seed's rule. Interval and range sweeps (an Optuna search space) are the Optuna sweeper's.
 
 ``hydra.sweeper.grids`` runs several products in one sweep: each named grid's keys over ``params``, one grid
 after another, so that one experiment can sweep two sets of methods at two lists of seeds (a comparison's
@@ -20,6 +18,8 @@ traded for a budget, or run in another process); a job two grids both give runs 
 
 import itertools
 import logging
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,9 +90,15 @@ class NoisydmlSweeper(Sweeper):
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        jobs = self.expand(self.params, arguments, parser, self.grids)
-        # Before the sweep's folder is written: a sweep refused leaves nothing to continue.
-        self.validate_batch_is_legal(jobs)
+        try:
+            jobs = self.expand(self.params, arguments, parser, self.grids)
+            # Before the sweep's folder is written: a sweep refused leaves nothing to continue.
+            self.validate_batch_is_legal(jobs)
+        except BadInput as bad:
+            # One line, as a single run's refusal: Hydra would add its HYDRA_FULL_ERROR hint.
+            if os.environ.get("HYDRA_FULL_ERROR"):
+                raise
+            sys.exit(str(bad))
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -160,23 +166,32 @@ class NoisydmlSweeper(Sweeper):
         return [list(job) for job in itertools.product(*values.values())]
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        """Compose one job of each shape (:func:`shape`), so that a job that cannot be composed stops the
-        sweep before the first job runs."""
+        """Compose each job (from the configs merged for its group choices) and check its values as its
+        run's pre-flight does before building anything (:func:`noisydml.run.checks.config.check_job`), so
+        that a job that cannot be composed, or a bad value of a later job, stops the sweep before the first
+        job runs; the refusal names the job. Jobs that differ only in their seed are composed once: a seed
+        changes no rule but its own range, checked for each."""
+        from noisydml.run.checks.config import check_job, check_seed
+        from noisydml.utils.quiet import silence_known_noise
+
         assert self.hydra_context is not None and self.config is not None
+        silence_known_noise()
         loader = self.hydra_context.config_loader
-        assert isinstance(loader, ComposedOnce)
         parser = OverridesParser.create(config_loader=loader)
-        hydra_overrides = OmegaConf.to_container(self.config.hydra.overrides.hydra)
-
-        def is_group(name: str) -> bool:
-            return loader.is_group(self.config.hydra.job.config_name, hydra_overrides, name)
-
-        seen = set()
-        for overrides in batch:
-            if (key := shape(parser.parse_overrides(list(overrides)), is_group)) in seen:
-                continue
-            seen.add(key)
-            loader.load_sweep_config(master_config=self.config, sweep_overrides=list(overrides))
+        checked = set()
+        for number, overrides in enumerate(batch):
+            seeds = [o for o in parser.parse_overrides(list(overrides)) if o.get_key_element() == "seed"]
+            others = tuple(o for o in overrides if o.split("=", 1)[0] != "seed")
+            try:
+                if others in checked and seeds and not seeds[-1].is_delete():
+                    check_seed(seeds[-1].value())
+                else:
+                    checked.add(others)
+                    check_job(loader.load_sweep_config(self.config, list(overrides)))
+            except BadInput as bad:
+                raise BadInput(
+                    f"job {number} ({' '.join(overrides)}), before any job of the sweep ran: {bad}"
+                ) from None
 
 
 def sweep_values(override: Override) -> list[str]:
@@ -196,12 +211,3 @@ def sweep_values(override: Override) -> list[str]:
             f"{key}=range(0,5) or {key}=0,1,2"
         )
     return values
-
-
-def shape(overrides: list[Override], is_group) -> tuple:
-    """What composing a job's overrides can depend on: each key it sets, with the option it picks where
-    the key is a config group (``method=le2019/triplet``), not the plain values (``seed=3``)."""
-    return tuple(
-        (o.get_key_element(), o.get_value_element_as_str() if is_group(o.key_or_group) else None)
-        for o in overrides
-    )

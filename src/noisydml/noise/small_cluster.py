@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader
 
 from noisydml.noise.models import NoisyLabels, _check_labels, _check_rate, _check_seed, _round_half_even
 from noisydml.noise.protocols import TrainingSplit
+from noisydml.utils.checks import BadValue
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,11 @@ class SmallClusterNoise:
         if clusters not in CLUSTERINGS:
             raise ValueError(f"noise.clusters={clusters!r} is not one of {CLUSTERINGS}")
         if clusters == "kmeans" and backbone is None:
-            raise ValueError(
-                "noise.clusters=kmeans clusters backbone features, but noise.backbone is null; use "
-                "noise=small_cluster_kmeans (its backbone is the run's), or noise.clusters=random"
+            raise BadValue(
+                "backbone",
+                "=null, but clusters=kmeans clusters a backbone's features; give a backbone (as the "
+                "small_cluster_kmeans noise config does: backbone=${backbone}, the run's), or "
+                "clusters=random",
             )
         self.clusters = clusters
         self.backbone = backbone

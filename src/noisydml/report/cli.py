@@ -33,7 +33,7 @@ from noisydml.report import claims as claims_module
 from noisydml.report import comparisons, selection_bias
 from noisydml.report.board import draw_verdicts, rows_of, write_runs
 from noisydml.report.calculator import DEFAULT_ETAS, theory_text
-from noisydml.report.collect import FAILED, collect
+from noisydml.report.collect import FAILED, collect, evaluations
 from noisydml.report.detection import detection_markdown, draw_detection
 from noisydml.report.page import write_page
 from noisydml.report.plots import draw_embeddings, draw_table, swept
@@ -89,10 +89,12 @@ def write_report(
     get ``interval`` intervals (``t`` or ``bootstrap``); noise-rate figures draw the noise bound of each
     of ``etas`` (None: only an experiment of a paper that draws it, :func:`plots.bound_etas`)."""
     runs = collect([Path(p) for p in paths])
+    scored = evaluations([Path(p) for p in paths])
     if not runs:
+        only = " (noisydml-eval folders, a checkpoint's scores, are not runs)" if scored else ""
         raise ValueError(
-            f"no runs under {', '.join(map(str, paths))}: expected sweep directories (multirun.yaml) or run "
-            "directories (.hydra/ or results.json)"
+            f"no runs under {', '.join(map(str, paths))}{only}: expected sweep directories (multirun.yaml) "
+            "or run directories (.hydra/ or results.json)"
         )
     logged = sorted({metric for run in runs for metric in run.metrics})
     if unknown := [metric for metric in metrics or () if metric not in logged]:
@@ -136,6 +138,12 @@ def write_report(
     sources = "\n".join(f"- `{p}`" for p in paths)
     failed = "".join(f"- `{run.path}`: {md_cell(run.error)}\n" for run in runs if run.status == FAILED)
     failed_md = f"\n## Failed runs\n\n{failed}" if failed else ""
+    if scored:
+        failed_md += (
+            "\n## Left out\n\nFolders of `noisydml-eval`, a checkpoint's scores under a config, not runs of "
+            "it (the run that trained the checkpoint holds its result):\n\n"
+            + "".join(f"- `{folder}`\n" for folder in scored)
+        )
     where = "the folders they came from, and why the failed ones failed," if failed else "their folders"
     text = (
         f"# Report: {directory.name}\n\n{run_counts(runs)}; {where} at the end.\n\n"

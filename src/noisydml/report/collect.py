@@ -9,6 +9,9 @@ A path given to the report is one of:
 - a run directory (it holds ``.hydra/`` or ``results.json``);
 - any other folder: searched for both.
 
+A folder ``noisydml-eval`` wrote (``status: evaluated``) holds a checkpoint's scores, not a run: it is no
+job of a sweep and no row of a table; :func:`evaluations` names it, and the report says it left it out.
+
 A run directory whose ``results.json`` says ``status: finished`` (``complete`` before that name) is
 *complete*; any other is *failed*: its ``results.json`` says why (``error``: the message of a failed run,
 or how an interrupted one stopped) when the run could write it, and a directory without one is a crash
@@ -40,7 +43,7 @@ from noisydml.report import papers
 from noisydml.report.records import COMPLETE, FAILED, MISSING, Diagnostic, Run, lookup
 from noisydml.utils.metric_names import with_selected_names
 from noisydml.utils.resolvers import run_name
-from noisydml.utils.run_directory import FINISHED, LEGACY_FINISHED, RunDir
+from noisydml.utils.run_directory import EVALUATED, FINISHED, LEGACY_FINISHED, RunDir
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -144,16 +147,23 @@ def collect(paths: list[Path]) -> list[Run]:
     return runs
 
 
-def _discover(path: Path) -> tuple[list[Path], list[Path]]:
-    """Sweep directories and run directories at or below ``path``; a run directory's own subfolders
-    (checkpoints, csv, wandb) are not searched."""
+def evaluations(paths: list[Path]) -> list[Path]:
+    """The folders under ``paths`` that ``noisydml-eval`` wrote, which :func:`collect` leaves out."""
+    return [found for path in paths for found in _discover(Path(path), evaluations=True)[1]]
+
+
+def _discover(path: Path, evaluations: bool = False) -> tuple[list[Path], list[Path]]:
+    """Sweep directories and run directories at or below ``path`` (with ``evaluations``, the folders of
+    ``noisydml-eval`` instead of the runs); a run directory's own subfolders (checkpoints, csv, wandb) are
+    not searched."""
     sweeps, run_dirs = [], []
     for root, dirs, files in os.walk(path):
         here = Path(root)
         if MULTIRUN_FILE in files:
             sweeps.append(here)
         if ".hydra" in dirs or RunDir(here).results.name in files:
-            run_dirs.append(here)
+            if ((RunDir(here).read_results() or {}).get("status") == EVALUATED) == evaluations:
+                run_dirs.append(here)
             dirs.clear()
         else:
             dirs.sort()

@@ -288,7 +288,10 @@ def _build(
     given = {key: node for key, node in entries(cfg, "callbacks") if node is not None}
     callbacks = [build(key, node) for key, node in given.items()]
     # Before a logger writes anything (TensorBoard's hyperparameters are written at once).
-    check_writers(dict(zip([*chosen, *given], [*loggers, *callbacks], strict=True)), run.path)
+    nodes = {**chosen, **given}
+    check_writers(
+        {key: (built, nodes[key]) for key, built in zip(nodes, [*loggers, *callbacks], strict=True)}, run.path
+    )
     check_callbacks(dict(zip(given, callbacks, strict=True)), datamodule)
     if not any(isinstance(logger, CSVLogger) for logger in loggers):
         # Every run writes its history whatever its loggers: noisydml-dashboard and the report read it.

@@ -65,11 +65,8 @@ def check_arguments(argv: list[str]) -> None:
         try:
             (override,) = parser.parse_overrides([argument])
         except OverrideParseException as error:
-            reason = str(error).splitlines()[0]
-            key, value = argument.split("=", 1)
             raise BadInput(
-                f"{argument} cannot be read ({reason}); quote a value with spaces, brackets or non-ASCII "
-                f"characters for Hydra, e.g. \"{key}='{value}'\""
+                f"{argument} cannot be read ({str(error).splitlines()[0]}); {_unread(argument, argv)}"
             ) from None
         key = override.key_or_group
         try:
@@ -145,6 +142,32 @@ def check_arguments(argv: list[str]) -> None:
     _check_keys(argv)
 
 
+def _unread(argument: str, argv: list[str]) -> str:
+    """The fix for an override Hydra's grammar cannot read: a tuple is a list to Hydra, a list the shell
+    split at its spaces is one argument, anything else quoted for Hydra."""
+    key, value = argument.split("=", 1)
+    if value.startswith("(") and value.endswith(")"):
+        return f"Hydra writes a sequence as a list: {key}=[{value[1:-1]}]"
+
+    def opened(text: str) -> int:
+        return sum(text.count(o) - text.count(c) for o, c in ("[]", "{}"))
+
+    if opened(value) > 0:
+        later = argv[argv.index(argument) + 1 :]
+        for end in range(1, len(later) + 1):
+            if opened(" ".join([value, *later[:end]])) <= 0:
+                parts = [value, *later[:end]]
+                return (
+                    f"the shell split '{key}={' '.join(parts)}' at its spaces; write it without them, "
+                    f"{key}={''.join(parts)}, or quote the whole argument"
+                )
+        shut = "]" * max(value.count("[") - value.count("]"), 0) + "}" * max(
+            value.count("{") - value.count("}"), 0
+        )
+        return f"it opens a list or node it does not close; e.g. {key}={value.rstrip(',')}{shut}"
+    return f"quote a value with spaces, brackets or non-ASCII characters for Hydra, e.g. \"{key}='{value}'\""
+
+
 def _check_cluster() -> None:
     """``hydra/launcher=slurm`` submits each job with ``sbatch`` to a SLURM controller: both answer here."""
     reason = "sbatch is not on PATH" if shutil.which("sbatch") is None else None
@@ -191,8 +214,8 @@ def _check_keys(argv: list[str]) -> None:
     """A run's value overrides, each on a key its composed config has (a typo without ``+`` is refused in one
     line naming the keys there: :func:`~hydra_plugins.noisydml_sweeper.composition.no_such_key`), composed
     as the sweeper composes a job. For a sweep, its config without the swept overrides (which Hydra composes
-    first) and its first job; the sweeper checks one job of each set of group choices so again. Anything
-    else Hydra refuses it says itself."""
+    first) and its first job; the sweeper composes and checks every job so again. A search's key pinned to
+    one value is refused (:func:`_check_searched`). Anything else Hydra refuses it says itself."""
     given = [a for a in argv if ("=" in a or a.startswith("~")) and not a.startswith("-")]
     parsed = OverridesParser.create().parse_overrides(given)
     if any(o.is_sweep_override() and not o.is_discrete_sweep() for o in parsed):
@@ -207,12 +230,32 @@ def _check_keys(argv: list[str]) -> None:
         loader = ComposedOnce(GlobalHydra.instance().config_loader())
         for overrides in [unswept, first] if first != unswept else [first]:
             try:
-                if overrides:
-                    loader.compose("config", hydra_overrides, overrides)
+                cfg = loader.compose("config", hydra_overrides, overrides) if overrides else None
             except BadInput:
                 raise
             except Exception:
                 return
+            if cfg is not None and overrides == unswept:
+                _check_searched(cfg, parsed)
+
+
+def _check_searched(cfg: DictConfig, given: list) -> None:
+    """A search (a sweeper with a ``direction``: Optuna's) over a key the command line gives one value: the
+    sweeper takes the value as fixed and drops the key from the search, so every trial would run it and
+    the study would choose among runs alike."""
+    sweeper = OmegaConf.select(cfg, "hydra.sweeper", default=None)
+    if not isinstance(sweeper, DictConfig) or "direction" not in sweeper or not sweeper.get("params"):
+        return
+    for override in given:
+        key = override.get_key_element()
+        if key in sweeper.params and not override.is_sweep_override() and not override.is_hydra_override():
+            space = sweeper.params[key]
+            raise BadInput(
+                f"the search (hydra.sweeper.params) searches {key} over {space}, but {override.input_line} "
+                f"pins it: every trial would run {key}={override.get_value_element_as_str()}, and the study "
+                f"would choose among runs alike; drop {override.input_line}, or search other values, e.g. "
+                f"'{key}={space}'"
+            )
 
 
 def _check_option(group: str, option: str, argv: list[str]) -> None:
@@ -333,10 +376,15 @@ def check_evaluation_arguments(argv: list[str], run_dir: Path) -> None:
     """An evaluation keeps the config its checkpoint's run (``run_dir``) trained with, but for what it
     reads itself: any other key would be recorded as the evaluation's without having been used (the noise,
     the loss), or would score another split, part of which the network trained on (a data set's split
-    keys)."""
+    keys), unless the evaluation scores another data set, whose keys they then are."""
+    trained_on = ((RunDir(run_dir).read_results() or {}).get("choices") or {}).get("dataset")
+    scored = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0] == "dataset"]
+    another = bool(scored) and trained_on is not None and scored[-1] != trained_on
     for argument in (a for a in argv if "=" in a and not a.startswith("-")):
         key = argument.split("=", 1)[0].lstrip("+~")
         if key in EVALUATION_KEYS or any(key.startswith(f"{s}.") or key == s for s in EVALUATION_SECTIONS):
+            continue
+        if another and key.startswith("dataset."):
             continue
         why = (
             "it splits the data otherwise: part of the samples it would test were trained on"

@@ -24,7 +24,7 @@ from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from noisydml import CONFIG_DIR
-from noisydml.run.checks.walk import builds, import_target, raw, shown, target_nodes
+from noisydml.run.checks.walk import builds, given_keys, given_nodes, import_target, raw, shown, target_nodes
 from noisydml.utils.checks import (
     NONNEGATIVE_BOUNDARY,
     NONNEGATIVE_MARGIN,
@@ -170,6 +170,7 @@ def check_classes(cfg: DictConfig) -> None:
         if key in ("defaults", "hydra") or key not in cfg or isinstance(defaults[key], DictConfig):
             continue
         _check_type(str(key), raw(cfg, str(key)), _kind_of_annotation(type(raw(defaults, str(key)))))
+    whole, typed = given_nodes(), given_keys()
     for path, node in target_nodes(cfg):
         try:
             target = get_object(node["_target_"])
@@ -177,6 +178,8 @@ def check_classes(cfg: DictConfig) -> None:
             raise BadInput(
                 f"{path}._target_={node['_target_']} cannot be imported ({error}); check the class path"
             ) from error
+        if path in whole:
+            _check_replaced(path, node, whole[path], typed)
         _check_keys(path, node, target, node["_target_"])
         kinds = _parameter_kinds(target)
         for name in node:
@@ -313,6 +316,19 @@ def _compares_similarities(node: DictConfig, target: type) -> bool | None:
         return None
 
 
+def _check_replaced(path: str, node: DictConfig, given: dict, typed: set[str]) -> None:
+    """A node given whole with its class on the command line (``given``) is merged into the config's, which
+    keeps the keys it did not give: a new class would be built with the old one's settings."""
+    kept = [k for k in node if not str(k).startswith("_") and k not in given and f"{path}.{k}" not in typed]
+    if kept:
+        values = ", ".join(f"{k}={shown(raw(node, str(k)))}" for k in kept)
+        raise BadInput(
+            f"{path}={shown(given)} is merged into the config's {path} node, which keeps its {values}: "
+            f"{given['_target_']} would be built with them; give them in the node to keep them, or replace "
+            f"the node: ~{path} '+{path}={shown(given)}'"
+        )
+
+
 def _check_keys(path: str, node: Any, target: Any, name: str) -> None:
     accepted = _parameters(target)
     if accepted is None:
@@ -323,7 +339,7 @@ def _check_keys(path: str, node: Any, target: Any, name: str) -> None:
         close = difflib.get_close_matches(str(key), sorted(accepted), n=1)
         hint = f"; did you mean {path}.{close[0]}?" if close else ""
         raise BadInput(
-            f"{path}.{key}={node[key]} is not an option of {name} (its options: "
+            f"{path}.{key}={shown(raw(node, str(key)))} is not an option of {name} (its options: "
             f"{', '.join(sorted(accepted))}){hint}"
         )
 

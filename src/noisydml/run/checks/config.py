@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from noisydml.numerics import MODES
@@ -27,6 +28,26 @@ def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
     check_built(cfg)
     check_method(cfg, choices)
     check_identity(cfg, choices)
+
+
+def check_job(cfg: DictConfig) -> None:
+    """:func:`check_config` of a sweep's job, composed (``cfg``, its ``hydra`` node included) before any job
+    of the sweep runs, so that a bad value of a later job stops the sweep before the first trains. The
+    job's own pre-flight checks it again, with everything built."""
+    hydra = HydraConfig.instance()
+    sweep = hydra.cfg
+    hydra.set_config(cfg)
+    try:
+        check_config(cfg, {k: v for k, v in cfg.hydra.runtime.choices.items() if k.split("/")[0] != "hydra"})
+    finally:
+        if sweep is not None:
+            hydra.set_config(sweep)
+
+
+def check_seed(seed: Any) -> None:
+    """The seed alone, for a sweep's job whose other values an earlier job's :func:`check_job` covered: a
+    seed changes no rule but its own."""
+    check_value(next(rule for rule in KEYS if rule.key == "seed"), seed)
 
 
 def _rule(key: str, kind: type, low: float = -INF, high: float = INF, eg: object = None, **rule: Any) -> Rule:

@@ -128,18 +128,38 @@ def check_checkpoint(value: Any) -> Path:
     return checkpoint
 
 
-def check_writers(writers: dict[str, Any], run_dir: Path) -> None:
-    """Every path a built logger or callback (by its config key) will write lies in the run's folder,
-    whatever key made it (a CSV logger's ``name``, a checkpoint's ``filename``): asked of the writer."""
+def check_writers(writers: dict[str, tuple[Any, Any]], run_dir: Path) -> None:
+    """Every path a built logger or callback (by its config key, with its config node) will write lies in
+    the run's folder, whatever key made it (a CSV logger's ``name`` or ``version``, a checkpoint's
+    ``filename``): asked of the writer; the refusal names the node's keys that lead out."""
     root = run_dir.resolve()
-    for key, writer in writers.items():
+    for key, (writer, node) in writers.items():
         for path in _written(writer):
             if root != path and root not in path.parents:
+                out = [str(name) for name, value in node.items() if _leads_out(value, root)]
+                writes = f"{key} ({type(writer).__name__})"
+                if out:
+                    given = ", ".join(f"{key}.{name}={node[name]}" for name in out)
+                    writes, fix = (
+                        f"{given} makes {writes} write",
+                        " and ".join(f"{key}.{name}" for name in out),
+                    )
+                else:
+                    writes, fix = f"{writes} would write", f"{key} a name or filename"
                 raise BadInput(
-                    f"{key} ({type(writer).__name__}) would write {path}, outside the run's folder "
-                    f"{run_dir}: every file a run writes lies in its own; give {key} a name or filename "
-                    "without '..' or a leading '/'"
+                    f"{writes} {path}, outside the run's folder {run_dir}: every file a run writes lies in "
+                    f"its own; give {fix} without '..' or a leading '/'"
                 )
+
+
+def _leads_out(value: Any, root: Path) -> bool:
+    """A writer's setting that names a path out of the run's folder ``root``."""
+    if not isinstance(value, str):
+        return False
+    path = Path(value).expanduser()
+    return ".." in path.parts or (
+        path.is_absolute() and path.resolve() != root and root not in path.resolve().parents
+    )
 
 
 def _written(writer: Any) -> Iterator[Path]:

@@ -243,6 +243,8 @@ def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str
         return not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.backbone.modules())
 
     loss, backbone = choices.get("loss"), choices.get("backbone")
+    epochs = OmegaConf.select(cfg, "trainer.max_epochs", default=None)
+    milestones = OmegaConf.select(cfg, "scheduler.milestones", default=None)
     held_out = "holds none out, so nothing reads it; drop"
     unread = {
         "module.loss_lr": (
@@ -264,6 +266,12 @@ def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str
             lambda: datamodule.val_set is None,
             f"says how the validation split is drawn, but data.val_fraction=0 {held_out} data.val_split, or "
             "hold one out, e.g. data.val_fraction=0.1",
+        ),
+        "scheduler.milestones": (
+            lambda: isinstance(epochs, int) and epochs > 0 and min(milestones or [epochs]) >= epochs,
+            f"drops the learning rate at those epochs, but the run trains trainer.max_epochs={epochs}, so it "
+            f"reaches none and nothing reads them; give a milestone below {epochs}, or drop "
+            "scheduler.milestones",
         ),
     }
     for key, (ignored, why) in unread.items():

@@ -72,6 +72,23 @@ def given_keys() -> set[str]:
     return {str(o).split("=", 1)[0].lstrip("+~") for o in task}
 
 
+def given_nodes() -> dict[str, dict]:
+    """The nodes given whole, with their class, for this run on the command line
+    (``loss.distance={_target_: ...}``), by key; Hydra merges such a node into the config's."""
+    task = [str(o) for o in HydraConfig.get().overrides.task] if HydraConfig.initialized() else []
+    nodes = [o for o in task if "_target_" in o and "{" in o and not o.startswith("~")]
+    if not nodes:
+        return {}
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(nodes)
+    return {
+        o.get_key_element(): o.value()
+        for o in parsed
+        if isinstance(o.value(), dict) and "_target_" in o.value()
+    }
+
+
 def shown(value: Any) -> str:
     """A value as a user types it on the command line: ``[0.9,0.999]``, ``{a: 1}``, ``null``."""
     if isinstance(value, (DictConfig, ListConfig)):
