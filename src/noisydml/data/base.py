@@ -17,10 +17,9 @@ class DatasetLayoutError(FileNotFoundError):
 
     def __init__(self, name: str, root: str | Path, missing: str | Path, layout: str):
         super().__init__(
-            f"{name}: {missing} not found under dataset.root={root}.\n"
-            f"Expected layout:\n{layout}\n"
-            f"Point dataset.root at the folder holding it, or set paths.data_dir for every data set\n"
-            f"(NOISYDML_DATA_DIR, or the git-ignored conf/local/default.yaml)."
+            f"{name}: {missing} not found under dataset.root={root}; point dataset.root at the folder "
+            "holding it, or set paths.data_dir for every data set (NOISYDML_DATA_DIR, or the git-ignored "
+            f"conf/local/default.yaml).\nExpected layout:\n{layout}"
         )
 
 

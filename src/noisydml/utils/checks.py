@@ -96,8 +96,7 @@ def check_value(rule: Rule, value: Any) -> None:
         _check_list(rule, value)
         return
     if problem := _problem(rule, value):
-        forever = " (-1 would train forever)" if rule.key == "trainer.max_epochs" and value == -1 else ""
-        raise BadValue(rule.key, f"={value} {problem}{forever}{_why(rule, problem)}{_fix(rule, problem)}")
+        raise BadValue(rule.key, f"={value} {problem}{_why(rule, problem)}{_fix(rule, problem)}")
 
 
 def _check_list(rule: Rule, value: Any) -> None:

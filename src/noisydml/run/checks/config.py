@@ -62,8 +62,9 @@ KEYS = (
     _rule("resume", str, options=("auto", "never")),
     _rule("resume_from", str, options=("last", "previous")),
     _rule("numerics", str, options=MODES),
-    # 0: evaluate the backbone as it is (BDML's PCA baseline).
-    _rule("trainer.max_epochs", int, 0, eg=20),
+    # 0: evaluate the backbone as it is (BDML's PCA baseline); -1: no limit, trainer.max_steps ends the run
+    # (Yu et al.'s iterations).
+    _rule("trainer.max_epochs", int, -1, eg=20),
     _rule("trainer.check_val_every_n_epoch", int, 1, optional=True, eg=5),
     _rule("trainer.log_every_n_steps", int, 1, eg=10),
     # Lightning takes any negative for -1 (every validation batch) without a word.
@@ -111,6 +112,12 @@ def check_keys(cfg: DictConfig) -> None:
     if max_steps is not None and not (isinstance(max_steps, int) and (max_steps == -1 or max_steps >= 1)):
         raise BadInput(
             f"trainer.max_steps={max_steps} must be -1 (no limit) or >= 1; e.g. trainer.max_steps=1000"
+        )
+    if OmegaConf.select(cfg, "trainer.max_epochs", default=None) == -1 and max_steps in (None, -1):
+        raise BadInput(
+            "trainer.max_epochs=-1 sets no end, and trainer.max_steps=-1 none either: the run would train "
+            "forever; give trainer.max_epochs, e.g. trainer.max_epochs=20, or trainer.max_steps, e.g. "
+            "trainer.max_steps=1000"
         )
     epochs = (OmegaConf.select(cfg, "trainer.min_epochs"), OmegaConf.select(cfg, "trainer.max_epochs"))
     if epochs[0] is not None and epochs[1] not in (None, -1) and epochs[0] > epochs[1]:
