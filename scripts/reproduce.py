@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name}: {args.experiment}'s sweep has no grid {grid}; its grids: {grids or 'none'}"
             )
         args.overrides = [*(f"hydra.sweeper.grids.{g}=null" for g in grids if g != grid), *args.overrides]
-    overrides = [o for o in args.overrides if not o.startswith("method=")]
+    # The studies' settings (tune.*) are this script's; a run does not read them.
+    overrides = [o for o in args.overrides if not o.startswith(("method=", "tune.", "+tune."))]
     methods = _methods(cfg, args.overrides)
     tuned = {}
     if cfg.tune.trials > 0:

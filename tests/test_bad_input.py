@@ -68,6 +68,27 @@ BAD_INPUTS = [
     ),
     (["backbone.freeze_bn=true"], r"backbone.freeze_bn=true .* backbone=mlp has none, so nothing reads it"),
     (
+        ["scheduler=none", "+scheduler.gamma=0.5"],
+        r"scheduler={gamma: 0.5} has no _target_, the class it builds; give it, e.g. 'scheduler={_target_: "
+        r"torch.optim.lr_scheduler.MultiStepLR, .*, or scheduler=none \(a constant learning rate\) with no "
+        r"keys",
+    ),
+    (
+        ["callbacks=knn_detection", "noise=none"],
+        r"callbacks.knn_detection scores how well the flipped labels are found, but this run's noise "
+        r"\(noise=none\) flips 0 of \d+, so it would log nothing; drop it, or add noise",
+    ),
+    (
+        ["tune.trials=5"],
+        r"tune.trials=5 sets the studies scripts/reproduce.py runs for an experiment's tuned methods, which "
+        r"a run does not read; drop it, or give it to scripts/reproduce.py <experiment> tune.trials=...$",
+    ),
+    (
+        ["metrics.nmi=false", "metrics.nmi_seeds=3"],
+        r"metrics.nmi_seeds=3 is read only when metrics.nmi is not false \(it sets how NMI is computed\), "
+        r"but metrics.nmi=false, so it is ignored; drop metrics.nmi_seeds",
+    ),
+    (
         ["scheduler=multistep", "scheduler.milestones=[100]", "trainer.max_epochs=3"],
         r"scheduler.milestones=\[100\] .* trainer.max_epochs=3, so it reaches none and nothing reads them; "
         r"give a milestone below 3",
@@ -244,6 +265,11 @@ BAD_INPUTS = [
         r"loss.distance={_target_: pytorch_metric_learning.distances.DotProductSimilarity} is merged into "
         r"the config's loss.distance node, which keeps its normalize_embeddings=true, p=2, power=2: .*; "
         r"give them in the node to keep them, or replace the node: ~loss.distance '\+loss.distance=",
+    ),
+    (
+        ["+callbacks.foo={_target_: collections.OrderedDict}"],
+        r"callbacks.foo builds a collections.OrderedDict, which is no Lightning callback; give a "
+        r"pytorch_lightning.callbacks.Callback's class as callbacks.foo._target_, or drop callbacks.foo$",
     ),
     (
         ["callbacks.early_stop={monitor: val/recall@1}"],

@@ -69,3 +69,24 @@ def test_cars98n_download_is_checked_against_prisms_link_list(tmp_path, capsys):
     for k in range(9558):
         (folder / "img_v3" / "0" / f"extra{k}.jpg").touch()
     assert "train" in dataset_check("cars98n", [f"paths.data_dir={tmp_path}"]).mismatched
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        # A key it does not read would be taken as checked.
+        (
+            "noise.rate=0.2",
+            "sop: noise.rate=0.2: noisydml-check-data reads the data set's folder, so only its keys",
+        ),
+        # A key the config lacks: one line naming the closest, as a run's (Hydra printed a traceback).
+        (
+            "dataset.rot=/data",
+            "sop: dataset.rot=/data: dataset has no key rot (dataset=sop); did you mean dataset.root",
+        ),
+    ],
+)
+def test_an_override_it_cannot_read_is_refused_in_one_line(capsys, override, message):
+    assert main(["sop", override]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(message) and len(err.strip().splitlines()) == 1, err

@@ -141,3 +141,23 @@ def test_wandb_mlflow_and_results_json_mean_the_same_by_val_and_selected_val(tmp
         assert chosen == pytest.approx(selected[f"val/{name}"], abs=1e-6)
         assert summary[f"selected_val/{name}"] == pytest.approx(chosen)
         assert latest[f"selected_val/{name.replace('@', '_at_')}"] == pytest.approx(chosen)
+
+
+def test_wandb_online_without_an_account_is_refused_before_the_run(monkeypatch, tmp_path):
+    from noisydml.loggers.wandb_mode import choose_wandb_mode
+    from noisydml.utils.errors import BadInput
+
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    # W&B's own refusal came as the run started: "No API key configured", no way out named.
+    with pytest.raises(
+        BadInput, match=r"^WANDB_MODE=online logs to a W&B account, but none is logged in here"
+    ):
+        choose_wandb_mode()
+    # A server of one's own: its host's login counts.
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")
+    (tmp_path / "netrc").write_text("machine wandb.example.org login user password key\n")
+    (tmp_path / "netrc").chmod(0o600)
+    assert choose_wandb_mode() == "online"

@@ -185,6 +185,17 @@ def test_an_evaluations_folder_is_left_out_of_the_runs_and_named(le_sweep: Path,
         write_report([tmp_path / "evals"], tmp_path / "out")
 
 
+def test_a_figures_name_fits_a_file_system_however_many_overrides_label_its_row(tmp_path: Path) -> None:
+    from noisydml.report.records import slug
+
+    # A row labelled by every override its runs differ in (a folder of varied runs crashed the report).
+    label = "Triplet + random semi-hard | " + ", ".join(f"callbacks.c{i}=default" for i in range(40))
+    parts = [slug(label), slug(label.replace("c39", "c38")), slug("default_digits")]
+    assert all(len(p) <= 64 for p in parts) and parts[0] != parts[1] and parts[2] == "default_digits"
+    name = f"{parts[2]}__{parts[0]}_{parts[1]}_seed0__embeddings.png"
+    (tmp_path / name).write_bytes(b"")
+
+
 def test_expected_jobs_expand_a_sweep_as_hydras_basic_sweeper_does() -> None:
     multirun = {
         "hydra": {

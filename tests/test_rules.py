@@ -518,6 +518,12 @@ def test_an_evaluation_on_another_data_set_reads_that_data_sets_keys(finished):
     )
     # Another data set's split: none of its samples were trained on.
     check_evaluation_arguments(["dataset=mnist5k", "dataset.split_seed=3"], finished)
+    # The value the run trained with is the evaluation's too.
+    record = {"status": "finished", "choices": {"dataset": "digits"}, "config": {"noise": {"rate": 0.2}}}
+    (finished / "results.json").write_text(json.dumps(record))
+    check_evaluation_arguments(["noise.rate=0.2"], finished)
+    with pytest.raises(BadInput, match=r"noise.rate=0.4 departs from the config"):
+        check_evaluation_arguments(["noise.rate=0.4"], finished)
     # The same data set, split otherwise: part of its test split was trained on.
     for same in (["dataset.split_seed=3"], ["dataset=digits", "dataset.split_seed=3"]):
         with pytest.raises(BadInput, match="it splits the data otherwise"):

@@ -199,11 +199,16 @@ def test_compiled_backbone_trains_and_keeps_its_checkpoint_keys(compose_config):
     assert keys and not any("_orig_mod" in key for key in keys)
 
 
-def test_a_diverging_run_says_so_though_its_loss_stays_bounded(compose_config):
+def test_a_diverging_run_says_so_and_is_recorded_as_no_result(compose_config):
     diverging = compose_config("optimizer.lr=1e9", "data.batches_per_epoch=3", run="diverging")
-    with pytest.warns(UserWarning, match=r"training diverges: the weights' norm grew from .* \(now 1e\+09\)"):
+    with pytest.warns(UserWarning, match=r"training diverged: the weights' norm grew from .* \(now 1e\+09\)"):
         train(diverging)
+    record = json.loads((Path(diverging.paths.output_dir) / "results.json").read_text())
+    # Its loss stayed bounded and its scores looked plausible: recorded finished, a report counted it.
+    assert record["status"] == "diverged" and record["reason"].startswith("training diverged: ")
+    clean = compose_config("data.batches_per_epoch=3")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        train(compose_config("data.batches_per_epoch=3"))
-    assert not [w for w in caught if "diverges" in str(w.message)]
+        train(clean)
+    assert not [w for w in caught if "diverge" in str(w.message)]
+    assert json.loads((Path(clean.paths.output_dir) / "results.json").read_text())["status"] == "finished"

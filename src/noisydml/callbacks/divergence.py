@@ -1,7 +1,8 @@
 """Divergence said out loud: the embedding is normalised, so a learning rate far too high leaves the loss
 bounded and the run finishes with plausible scores while its weights blow up (``optimizer.lr=1e9`` ended
 at Recall@1 .587 without a word). Once an epoch, the norm of the trained weights is compared with its
-value at the start of training; a growth past :data:`GROWTH` is warned about, once."""
+value at the start of training; a growth past :data:`GROWTH` is warned about, once, and kept
+(:attr:`DivergenceWarning.message`): the run records it as diverged, no result."""
 
 from __future__ import annotations
 
@@ -20,24 +21,25 @@ class DivergenceWarning(pl.Callback):
 
     def __init__(self) -> None:
         self._start: float | None = None
-        self._warned = False
+        # What was warned, once the weights blew up.
+        self.message: str | None = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start = _norm(pl_module)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._warned or not self._start:
+        if self.message is not None or not self._start:
             return
         now = _norm(pl_module)
         if math.isfinite(now) and now <= GROWTH * self._start:
             return
-        self._warned = True
         lr = f"{trainer.optimizers[0].param_groups[0]['lr']:g}" if trainer.optimizers else "?"
-        rank_zero_warn(
-            f"training diverges: the weights' norm grew from {self._start:.3g} to {now:.3g} by epoch "
+        self.message = (
+            f"training diverged: the weights' norm grew from {self._start:.3g} to {now:.3g} by epoch "
             f"{trainer.current_epoch + 1} (the normalised embedding keeps the loss bounded, so the scores "
             f"look plausible); lower optimizer.lr (now {lr})"
         )
+        rank_zero_warn(self.message)
 
 
 def _norm(module: pl.LightningModule) -> float:

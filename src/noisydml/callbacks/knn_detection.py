@@ -43,6 +43,9 @@ from noisydml.utils.errors import BadInput
 class KnnDetection(pl.Callback):
     """Logs how well the kNN label vote of ``k`` neighbours finds the flipped labels (module docstring)."""
 
+    # It logs nothing where no label is flipped (or every one is).
+    SCORES_FLIPPED = True
+
     def __init__(
         self, k: int = 10, trunk_features: bool = False, batch_size: int = 256, every_validation: bool = False
     ) -> None:

@@ -9,6 +9,7 @@ reads, without one importing the other in a circle.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -106,8 +107,17 @@ def noise_rate(config: dict) -> Any:
     return None
 
 
+# A file name is built of up to three slugs and a few words, and a file system takes 255 bytes.
+SLUG_MAX = 64
+
+
 def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.@+-]+", "_", text).strip("_")
+    """``text`` as a part of a file name; a long one (a row labelled by many overrides) keeps its start and a
+    hash of the whole, so that it stays apart from the others."""
+    name = re.sub(r"[^A-Za-z0-9.@+-]+", "_", text).strip("_")
+    if len(name) <= SLUG_MAX:
+        return name
+    return f"{name[: SLUG_MAX - 11]}_{hashlib.sha1(name.encode()).hexdigest()[:10]}"
 
 
 @dataclass

@@ -248,10 +248,22 @@ def _label_rows(rows: list[Row]) -> None:
         keys = sorted({k for r in same for k, _ in r.signature})
         differing = [k for k in keys if len({dict(r.signature).get(k) for r in same}) > 1]
         for row in same:
-            values = dict(row.signature)
-            extra = ", ".join(f"{k}={values.get(k, 'default')}" for k in differing)
+            # As given (data.seed=7, not the signature's 7.0): the row's runs share each value.
+            values = row.runs[0].overrides
+            extra = ", ".join(f"{k}={_typed(values[k]) if k in values else 'default'}" for k in differing)
             if extra:
                 row.label = f"{row.label} | {extra}"
+
+
+def _typed(value: Any) -> str:
+    """An override's value as a user types it: ``true``, ``[1,10]``, ``7``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_typed(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_typed(v)}" for k, v in value.items()) + "}"
+    return "null" if value is None else str(value)
 
 
 def _method_label(row: Row) -> str:

@@ -19,16 +19,30 @@ from collections.abc import Sequence
 from noisydml import CONFIG_DIR
 from noisydml.data.check import PUBLISHED, Check, check_layout
 
+# What reading a data set's folder reads of the config.
+READ = ("dataset.", "paths.")
+
 
 def dataset_check(dataset: str, overrides: Sequence[str] = ()) -> Check:
-    """Read ``dataset`` as a run would, count its splits and open every image's header."""
-    from hydra import compose, initialize_config_dir
+    """Read ``dataset`` as a run would, count its splits and open every image's header. An override of a key
+    it does not read, or one the config lacks, is refused in one line."""
+    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.utils import instantiate
 
+    from hydra_plugins.noisydml_sweeper.composition import ComposedOnce
+    from noisydml.utils.errors import BadInput
+
+    for override in overrides:
+        if not override.lstrip("+~").startswith(READ):
+            raise BadInput(
+                f"{override}: noisydml-check-data reads the data set's folder, so only its keys "
+                f"({', '.join(f'{r}*' for r in READ)}); drop it"
+            )
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"dataset={dataset}", *overrides])
+        loader = ComposedOnce(GlobalHydra.instance().config_loader())
+        cfg = loader.compose("config", [], [f"dataset={dataset}", *overrides])
     return check_layout(dataset, instantiate(cfg.dataset))
 
 

@@ -21,7 +21,7 @@ from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 
 from noisydml.callbacks.checkpointing import SelectedCheckpoint
 from noisydml.utils.metric_names import VALIDATION, selected
-from noisydml.utils.run_directory import DEBUG, EVALUATED, FINISHED, STOPPED, UNSELECTED
+from noisydml.utils.run_directory import DEBUG, DIVERGED, EVALUATED, FINISHED, STOPPED, UNSELECTED
 
 # Lightning's flags that run part of the data: their metrics are not a run's result.
 LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches")
@@ -155,10 +155,12 @@ def result_status(
     selection: dict | None,
     trained: bool,
     epochs_trained: int | None = None,
+    diverged: str | None = None,
 ) -> tuple[str, str | None]:
     """The status a run that ran to its end records, and why it is not ``finished`` (None when it is).
     ``trained``: it fitted (an evaluation of given weights, or a backbone with nothing to train, selects
-    nothing by design); ``epochs_trained``: where ``trainer.max_time`` stopped it, the epochs it trained."""
+    nothing by design); ``epochs_trained``: where ``trainer.max_time`` stopped it, the epochs it trained;
+    ``diverged``: what the divergence watch saw, where the weights blew up while training."""
     if mode := debug_mode(cfg, choices):
         return DEBUG, f"{mode} is a debug mode: its metrics are not a result; run without it for one"
     if cfg.get("ckpt_path"):
@@ -172,6 +174,8 @@ def result_status(
             f"trainer.max_epochs={cfg.trainer.max_epochs} epochs: the weights are a shorter run's, not "
             "this config's result; raise trainer.max_time or drop it, and continue with noisydml resume=..."
         )
+    if diverged is not None:
+        return DIVERGED, f"{diverged}: its scores are no result (the embedding may have collapsed)"
     selects = (cfg.get("callbacks") or {}).get("select") is not None
     if trained and datamodule.val_set is not None and selects and not (selection or {}).get("metric"):
         return UNSELECTED, (

@@ -196,7 +196,13 @@ def _train(
         noise = datamodule.noise_summary()
         trained = not cfg.get("ckpt_path") and model.has_parameters_to_train()
         status, reason = result_status(
-            cfg, record["choices"], datamodule, selection, trained, _stopped_by_clock(trainer)
+            cfg,
+            record["choices"],
+            datamodule,
+            selection,
+            trained,
+            _stopped_by_clock(trainer),
+            _diverged(trainer),
         )
         _log_summary(trainer, summary_fields(status, selection, noise, time.perf_counter() - started))
     except BaseException as error:
@@ -236,6 +242,11 @@ def _train(
     return metrics
 
 
+def _diverged(trainer) -> str | None:
+    """What the divergence watch said, where the trained weights blew up."""
+    return next((c.message for c in trainer.callbacks if isinstance(c, DivergenceWarning)), None)
+
+
 def _stopped_by_clock(trainer) -> int | None:
     """The whole epochs trained, where ``trainer.max_time`` ended training before ``trainer.max_epochs``
     did (a run with no epoch limit ends by its clock as configured). Lightning counts an epoch the clock
@@ -244,8 +255,9 @@ def _stopped_by_clock(trainer) -> int | None:
     remaining = timer.time_remaining("train") if timer is not None else None
     if remaining is None or remaining > 0 or trainer.max_epochs in (None, -1):
         return None
-    epochs = trainer.current_epoch
-    if epochs and trainer.fit_loop.epoch_loop.batch_progress.current.completed < trainer.num_training_batches:
+    epochs, done = trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.completed
+    # None of the next epoch's batches (a run continued with no time left): the epochs are all whole.
+    if epochs and 0 < done < trainer.num_training_batches:
         epochs -= 1
     return epochs if epochs < trainer.max_epochs else None
 

@@ -10,8 +10,9 @@ logic ask it for paths instead of spelling them. ``results.json`` is written las
 - ``failed``: ``error`` holds the message and ``traceback`` the file with the full traceback;
 - ``interrupted``: stopped by a signal (preemption, ``scancel``, a time limit) with its checkpoint
   written; ``resume`` is the command that continues it;
-- ``debug`` and ``unselected``: ran to its end but is not a result (a debug mode; a selection metric
-  never produced), ``reason`` says why; the metrics are kept, the report leaves the run out.
+- ``debug``, ``unselected``, ``stopped``, ``evaluated`` and ``diverged``: ran to its end but is not a
+  result (a debug mode; a selection metric never produced; a clock ended it early; given weights scored;
+  its weights blew up), ``reason`` says why; the metrics are kept, the report leaves the run out.
 
 ``started_at`` and ``ended_at`` (UTC, ISO 8601) are when this attempt at the run started and when it
 stopped, however it stopped; a resumed run's are its last attempt's, as ``wall_time_s`` is.
@@ -34,7 +35,7 @@ from noisydml.utils.atomic import atomic_write, write_json
 RUNNING, FINISHED, FAILED, INTERRUPTED = "running", "finished", "failed", "interrupted"
 # Ran to its end, but not a result (noisydml.run.selection): a debug mode, nothing selected, cut
 # short by trainer.max_time, weights scored without training (noisydml-eval).
-DEBUG, UNSELECTED, STOPPED, EVALUATED = "debug", "unselected", "stopped", "evaluated"
+DEBUG, UNSELECTED, STOPPED, EVALUATED, DIVERGED = "debug", "unselected", "stopped", "evaluated", "diverged"
 # The status of a finished run written before the statuses above existed.
 LEGACY_FINISHED = "complete"
 CHECKPOINTS, LAST, PREVIOUS, BEST = "checkpoints", "last.ckpt", "previous.ckpt", "best.ckpt"

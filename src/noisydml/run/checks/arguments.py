@@ -26,6 +26,7 @@ from hydra_plugins.noisydml_sweeper.composition import ComposedOnce
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import sweep_values
 from noisydml import CONFIG_DIR
 from noisydml.run.checks.folders import check_folder_argument
+from noisydml.run.checks.walk import ABSENT
 from noisydml.utils.checks import check_writable
 from noisydml.utils.errors import BadInput
 from noisydml.utils.metric_names import better
@@ -376,8 +377,11 @@ def check_evaluation_arguments(argv: list[str], run_dir: Path) -> None:
     """An evaluation keeps the config its checkpoint's run (``run_dir``) trained with, but for what it
     reads itself: any other key would be recorded as the evaluation's without having been used (the noise,
     the loss), or would score another split, part of which the network trained on (a data set's split
-    keys), unless the evaluation scores another data set, whose keys they then are."""
-    trained_on = ((RunDir(run_dir).read_results() or {}).get("choices") or {}).get("dataset")
+    keys), unless the evaluation scores another data set, whose keys they then are. A value the run
+    trained with is its own."""
+    record = RunDir(run_dir).read_results() or {}
+    trained = OmegaConf.create(record.get("config") or {})
+    trained_on = (record.get("choices") or {}).get("dataset")
     scored = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0] == "dataset"]
     another = bool(scored) and trained_on is not None and scored[-1] != trained_on
     for argument in (a for a in argv if "=" in a and not a.startswith("-")):
@@ -385,6 +389,9 @@ def check_evaluation_arguments(argv: list[str], run_dir: Path) -> None:
         if key in EVALUATION_KEYS or any(key.startswith(f"{s}.") or key == s for s in EVALUATION_SECTIONS):
             continue
         if another and key.startswith("dataset."):
+            continue
+        (override,) = OverridesParser.create().parse_overrides([argument])
+        if not override.is_delete() and OmegaConf.select(trained, key, default=ABSENT) == override.value():
             continue
         why = (
             "it splits the data otherwise: part of the samples it would test were trained on"

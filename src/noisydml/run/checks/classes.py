@@ -147,6 +147,17 @@ class ReadWith:
 # Library class path -> its parameters read only with another's value; a class inherits its bases'.
 READ_WITH: dict[str, tuple[ReadWith, ...]] = {
     "torch.optim.SGD": (ReadWith("dampening", "momentum", 0, "it damps the momentum buffer"),),
+    "noisydml.metrics.evaluator.Evaluator": tuple(
+        ReadWith(name, "nmi", False, "it sets how NMI is computed")
+        for name in (
+            "nmi_plus_factor",
+            "nmi_average",
+            "nmi_seeds",
+            "kmeans_init",
+            "kmeans_niter",
+            "kmeans_restarts",
+        )
+    ),
 }
 
 SIMILARITY = "pytorch_metric_learning.distances.DotProductSimilarity"
@@ -245,10 +256,11 @@ def _check_read_with(path: str, node: DictConfig, target: Any) -> None:
                 and node[entry.name] != parameter_default(target, entry.name)
                 and other == entry.off
             ):
+                off = shown(entry.off)
                 raise BadInput(
-                    f"{path}.{entry.name}={node[entry.name]} is read only when {path}.{entry.other} is not "
-                    f"{entry.off} ({entry.why}), but {path}.{entry.other}={other}, so it is ignored; drop "
-                    f"{path}.{entry.name}, or give {path}.{entry.other} a value other than {entry.off}"
+                    f"{path}.{entry.name}={shown(node[entry.name])} is read only when {path}.{entry.other} "
+                    f"is not {off} ({entry.why}), but {path}.{entry.other}={shown(other)}, so it is ignored; "
+                    f"drop {path}.{entry.name}, or give {path}.{entry.other} a value other than {off}"
                 )
 
 

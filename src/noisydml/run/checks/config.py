@@ -98,7 +98,10 @@ KEYS = (
 TARGET_EXAMPLES = {
     "data.filter": "{_target_: noisydml.data.knn_filter.KnnLabelFilter}",
     "trainer.plugins": "{_target_: pytorch_lightning.plugins.environments.LightningEnvironment}",
+    "scheduler": "{_target_: torch.optim.lr_scheduler.MultiStepLR, _partial_: true, milestones: [30]}",
 }
+# Single nodes that may build nothing, and how.
+NONE = {"data.filter": "data.filter=null", "scheduler": "scheduler=none (a constant learning rate)"}
 CALLBACK_EXAMPLE = "{_target_: pytorch_lightning.callbacks.EarlyStopping, monitor: val/recall@1, mode: max}"
 
 
@@ -127,10 +130,10 @@ def check_keys(cfg: DictConfig) -> None:
         )
     # Each callback, logger, trainer plugin and label filter names the class it builds.
     nodes = [(s, *entry) for s in ("callbacks", "logger", "trainer.plugins") for entry in entries(cfg, s)]
-    nodes.append(("data.filter", "data.filter", OmegaConf.select(cfg, "data.filter", default=None)))
+    nodes += [(key, key, OmegaConf.select(cfg, key, default=None)) for key in NONE]
     for section, key, node in nodes:
         if node is not None and not builds(node):
-            null = f", or {key}=null" if section == "data.filter" else ""
+            null = f", or {NONE[section]} with no keys of its own" if section in NONE else ""
             raise BadInput(
                 f"{key}={shown(node)} has no _target_, the class it builds; give it, e.g. "
                 f"'{key}={TARGET_EXAMPLES.get(section, CALLBACK_EXAMPLE)}'{null}"

@@ -192,6 +192,8 @@ NOT_IDENTITY = (
     "paths",
     "trainer.enable_progress_bar",
     "trainer.plugins",
+    # A clock: a run it stopped continues with more time.
+    "trainer.max_time",
     "callbacks",
 )
 

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import pytorch_lightning as pl
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
@@ -278,6 +279,30 @@ def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str
         if key in keys and ignored():
             value = shown(OmegaConf.select(cfg, key, default=None))
             raise BadInput(f"{key}={value} {why}")
+    # A callback chosen for this run that scores the flipped labels, where none is flipped: it logs nothing.
+    scoring = [
+        key
+        for key, node in entries(cfg, "callbacks")
+        if (key in keys or "callbacks" in keys)
+        and builds(node)
+        and getattr(import_target(str(node["_target_"])), "SCORES_FLIPPED", False)
+    ]
+    if scoring:
+        flipped = datamodule.training_set().flipped
+        if not 0 < int(flipped.sum()) < len(flipped):
+            raise BadInput(
+                f"{scoring[0]} scores how well the flipped labels are found, but this run's noise "
+                f"(noise={choices.get('noise')}) flips {int(flipped.sum())} of {len(flipped)}, so it would "
+                "log nothing; drop it, or add noise, e.g. noise=uniform noise.rate=0.2"
+            )
+    # An experiment's studies: scripts/reproduce.py reads them, and runs each trial with its own values.
+    if tuned := sorted(k for k in keys if k == "tune" or k.startswith("tune.")):
+        key = tuned[0]
+        raise BadInput(
+            f"{key}={shown(OmegaConf.select(cfg, key, default=None))} sets the studies scripts/reproduce.py "
+            "runs for an experiment's tuned methods, which a run does not read; drop it, or give it to "
+            f"scripts/reproduce.py <experiment> {key}=..."
+        )
 
 
 def check_untrained(cfg: DictConfig, choices: dict[str, str], has_parameters_to_train: bool) -> None:
@@ -512,7 +537,14 @@ def _check_backbone(model: Any, x: torch.Tensor, backbone: str, sizes: list[str]
 def check_callbacks(callbacks: dict[str, Any], datamodule: Any) -> None:
     """A built callback that reads the data checks what it reads against it before the first step (its
     ``check_data(key, datamodule)``, given its config key): a value the data cannot serve would otherwise be
-    skipped without a word, or fail after an epoch has trained."""
+    skipped without a word, or fail after an epoch has trained. A node that builds no Lightning callback is
+    refused by its key (Lightning fails on it after the Trainer is built, naming a list index)."""
     for key, callback in callbacks.items():
+        if not isinstance(callback, pl.Callback):
+            raise BadInput(
+                f"{key} builds a {type(callback).__module__}.{type(callback).__qualname__}, which is no "
+                f"Lightning callback; give a pytorch_lightning.callbacks.Callback's class as {key}._target_, "
+                f"or drop {key}"
+            )
         if callable(check := getattr(callback, "check_data", None)):
             check(key, datamodule)
