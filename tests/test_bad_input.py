@@ -79,6 +79,11 @@ BAD_INPUTS = [
         r"\(noise=none\) flips 0 of \d+, so it would log nothing; drop it, or add noise",
     ),
     (
+        ["data.unlabeled_fraction=0.5"],
+        r"data.unlabeled_fraction=0.5 hides that share of the training labels for a semi-supervised method, "
+        r"but loss=triplet reads no unlabeled sample, so the run would train on the rest alone",
+    ),
+    (
         ["tune.trials=5"],
         r"tune.trials=5 sets the studies scripts/reproduce.py runs for an experiment's tuned methods, which "
         r"a run does not read; drop it, or give it to scripts/reproduce.py <experiment> tune.trials=...$",

@@ -128,6 +128,23 @@ def test_noisydml_eval_scores_a_checkpoint_as_its_run_did(tmp_path):
     # The run's own overrides build the network, and the weights are the selected epoch's.
     assert record["config"]["trainer"]["max_epochs"] == 2
     assert record["metrics"]["test/recall@1"] == trained["metrics"]["test/recall@1"]
+    # It trains nothing to continue: no resume command is offered.
+    assert "continue it with" not in out.stdout
+    # Another data set builds another network: the override that did is named, in one line.
+    other = subprocess.run(
+        [
+            str(Path(NOISYDML).with_name("noisydml-eval")),
+            f"ckpt_path={run / 'checkpoints' / 'best.ckpt'}",
+            "dataset=mnist1d",
+            f"hydra.run.dir={tmp_path / 'other'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert other.returncode == 1 and "cannot be loaded into this run's model (size mismatch" in other.stderr
+    assert "an override given beside it builds another model (dataset=mnist1d): drop it" in other.stderr
 
 
 def test_noisydml_eval_without_a_checkpoint_says_what_to_give(tmp_path):

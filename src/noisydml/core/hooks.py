@@ -87,6 +87,11 @@ class TrainingHooks:
     def setup(self, train_set: TrainingSet) -> None:
         """Called once before training: size per-sample state, scale per-batch terms."""
 
+    def reads_unlabeled(self) -> bool:
+        """Whether the method trains on the samples whose labels the data module hid
+        (``TrainingSet.unlabeled``); a run whose method does not trains on the labelled ones alone."""
+        return False
+
     def begin_batch(self, indices: torch.Tensor) -> None:
         """Called before each training loss call with the batch's sample indices."""
 

@@ -219,6 +219,9 @@ class AdaptedTripletLoss(TripletMarginLoss, TrainingHooks):
         }
         return losses
 
+    def reads_unlabeled(self) -> bool:
+        return self.unlabeled_weight > 0
+
     def setup(self, train_set: TrainingSet) -> None:
         if self.unlabeled_weight > 0 and (train_set.unlabeled is None or len(train_set.unlabeled) == 0):
             raise ValueError(

@@ -164,7 +164,9 @@ def _start(cfg: DictConfig, run: RunDir, record: dict) -> None:
                 f.write(OmegaConf.to_yaml(config))
     resume = run.resume_command()
     run.write_results(RUNNING, resume=resume, **record, versions=versions())
-    print(f"run directory: {run.path.resolve()} (if it stops, continue it with: {resume})", flush=True)
+    # An evaluation trains nothing to continue: stopped, it is run again.
+    again = "" if cfg.get("ckpt_path") else f" (if it stops, continue it with: {resume})"
+    print(f"run directory: {run.path.resolve()}{again}", flush=True)
 
 
 def _train(
@@ -277,11 +279,26 @@ def load_weights(model: torch.nn.Module, path: str) -> None:
         # torch's first line names only the model: the first mismatch it lists is the reason.
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         reason = next((line for line in lines[1:] if "mismatch" in line or "key" in line), lines[0])
+        given = ", ".join(_given_beside(Path(path))) or "a data set of another input size, another backbone"
         raise BadInput(
             f"ckpt_path={path} cannot be loaded into this run's model ({reason}); an override given beside "
-            "it builds another model (a data set of another input size, another backbone): drop it, or give "
-            "the overrides the checkpoint was trained with (a checkpoint in a run folder brings them)"
+            f"it builds another model ({given}): drop it, or give the overrides the checkpoint was trained "
+            "with (a checkpoint in a run folder brings them)"
         ) from error
+
+
+def _given_beside(checkpoint: Path) -> list[str]:
+    """The overrides of this evaluation that its checkpoint's run did not train with."""
+    stored = RunDir(checkpoint.parent.parent).overrides
+    if not HydraConfig.initialized() or not stored.is_file():
+        return []
+    trained = set(OmegaConf.load(stored))
+    own = ("ckpt_path=", "resume=", "hydra.")
+    return [
+        str(o)
+        for o in HydraConfig.get().overrides.task
+        if str(o) not in trained and not str(o).startswith(own)
+    ]
 
 
 def _build(

@@ -268,6 +268,15 @@ def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str
             f"says how the validation split is drawn, but data.val_fraction=0 {held_out} data.val_split, or "
             "hold one out, e.g. data.val_fraction=0.1",
         ),
+        "data.unlabeled_fraction": (
+            lambda: (
+                bool(OmegaConf.select(cfg, "data.unlabeled_fraction"))
+                and not hooks_of(model.loss).reads_unlabeled()
+            ),
+            f"hides that share of the training labels for a semi-supervised method, but loss={loss} reads "
+            "no unlabeled sample, so the run would train on the rest alone; drop data.unlabeled_fraction, or "
+            "use a loss that reads them, e.g. loss=semi_adapted_triplet",
+        ),
         "scheduler.milestones": (
             lambda: isinstance(epochs, int) and epochs > 0 and min(milestones or [epochs]) >= epochs,
             f"drops the learning rate at those epochs, but the run trains trainer.max_epochs={epochs}, so it "
