@@ -52,7 +52,7 @@ def compose_config(tmp_path: Path) -> Callable[..., DictConfig]:
 @pytest.fixture
 def compose_choices():
     """Compose like compose_config, returning the config and its group choices as a run sees them."""
-    from noisydml.run.train import group_choices
+    from noisydml.run.checks.walk import group_choices
 
     def _compose(*overrides: str):
         GlobalHydra.instance().clear()

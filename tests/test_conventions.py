@@ -108,19 +108,18 @@ def test_noisydml_eval_scores_a_checkpoint_as_its_run_did(tmp_path):
     tiny = ["trainer.max_epochs=2", "data.batches_per_epoch=3", "logger=csv"]
     subprocess.run([NOISYDML, *tiny, f"hydra.run.dir={run}"], cwd=tmp_path, check=True, capture_output=True)
     trained = json.loads((run / "results.json").read_text())
-    evaluated = tmp_path / "eval"
-    out = subprocess.run(
-        [
+
+    def evaluate(*overrides: str) -> subprocess.CompletedProcess:
+        command = [
             str(Path(NOISYDML).with_name("noisydml-eval")),
             f"ckpt_path={run / 'checkpoints' / 'best.ckpt'}",
-            "logger=csv",
-            f"hydra.run.dir={evaluated}",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+        ]
+        return subprocess.run(
+            [*command, *overrides], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+
+    evaluated = tmp_path / "eval"
+    out = evaluate("logger=csv", f"hydra.run.dir={evaluated}")
     assert out.returncode == 0, out.stderr[-2000:]
     record = json.loads((evaluated / "results.json").read_text())
     # Scores of given weights, recorded as such: the report never takes them for a run of the config.
@@ -131,18 +130,7 @@ def test_noisydml_eval_scores_a_checkpoint_as_its_run_did(tmp_path):
     # It trains nothing to continue: no resume command is offered.
     assert "continue it with" not in out.stdout
     # Another data set builds another network: the override that did is named, in one line.
-    other = subprocess.run(
-        [
-            str(Path(NOISYDML).with_name("noisydml-eval")),
-            f"ckpt_path={run / 'checkpoints' / 'best.ckpt'}",
-            "dataset=mnist1d",
-            f"hydra.run.dir={tmp_path / 'other'}",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    other = evaluate("dataset=mnist1d", f"hydra.run.dir={tmp_path / 'other'}")
     assert other.returncode == 1 and "cannot be loaded into this run's model (size mismatch" in other.stderr
     assert "an override given beside it builds another model (dataset=mnist1d): drop it" in other.stderr
 

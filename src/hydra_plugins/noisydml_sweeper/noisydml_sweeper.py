@@ -178,13 +178,16 @@ class NoisydmlSweeper(Sweeper):
         silence_known_noise()
         loader = self.hydra_context.config_loader
         parser = OverridesParser.create(config_loader=loader)
-        checked = set()
+        checked, seeds = set(), {}
         for number, overrides in enumerate(batch):
-            seeds = [o for o in parser.parse_overrides(list(overrides)) if o.get_key_element() == "seed"]
-            others = tuple(o for o in overrides if o.split("=", 1)[0] != "seed")
+            # A job's overrides are "key=value" lines (jobs()); Hydra's grammar reads a seed's value once.
+            seed = [o for o in overrides if o.startswith("seed=")]
+            others = tuple(o for o in overrides if not o.startswith("seed="))
             try:
-                if others in checked and seeds and not seeds[-1].is_delete():
-                    check_seed(seeds[-1].value())
+                if others in checked and seed:
+                    if seed[-1] not in seeds:
+                        seeds[seed[-1]] = parser.parse_overrides(seed[-1:])[0].value()
+                    check_seed(seeds[seed[-1]])
                 else:
                     checked.add(others)
                     check_job(loader.load_sweep_config(self.config, list(overrides)))

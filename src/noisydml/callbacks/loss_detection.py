@@ -33,10 +33,10 @@ TUPLE_TYPES = ("pos_pair", "neg_pair", "triplet")
 
 
 class LossDetection(pl.Callback):
+    """Logs how well the per-sample training loss finds the flipped labels (module docstring)."""
+
     # It logs nothing where no label is flipped (or every one is).
     SCORES_FLIPPED = True
-
-    """Logs how well the per-sample training loss finds the flipped labels (module docstring)."""
 
     def __init__(self) -> None:
         self._handle: RemovableHandle | None = None

@@ -39,7 +39,7 @@ from noisydml.loggers.wandb_mode import finish_wandb
 from noisydml.numerics import numerics_record
 from noisydml.run.checks.folders import check_run_directory, check_run_folder, check_writers
 from noisydml.run.checks.library import build, check_callbacks
-from noisydml.run.checks.walk import entries
+from noisydml.run.checks.walk import entries, group_choices
 from noisydml.run.preflight import prepare
 from noisydml.run.results import format_metrics, format_selection, versions
 from noisydml.run.selection import result_status, test_selected, watched_callbacks
@@ -347,15 +347,6 @@ def _build(
         cfg.trainer, logger=loggers, callbacks=callbacks, plugins=plugins, enable_progress_bar=bar
     )
     return checkpoint, datamodule, model, trainer
-
-
-def group_choices() -> dict[str, str]:
-    """The option chosen in each config group (``loss: triplet``, ``method: le2019/...``); none when the
-    config was composed without Hydra's runtime record."""
-    if not HydraConfig.initialized():
-        return {}
-    choices = HydraConfig.get().runtime.choices
-    return {group: option for group, option in choices.items() if group.split("/")[0] != "hydra"}
 
 
 def _record_end(

@@ -384,13 +384,14 @@ def check_evaluation_arguments(argv: list[str], run_dir: Path) -> None:
     trained_on = (record.get("choices") or {}).get("dataset")
     scored = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0] == "dataset"]
     another = bool(scored) and trained_on is not None and scored[-1] != trained_on
+    parser = OverridesParser.create()
     for argument in (a for a in argv if "=" in a and not a.startswith("-")):
         key = argument.split("=", 1)[0].lstrip("+~")
         if key in EVALUATION_KEYS or any(key.startswith(f"{s}.") or key == s for s in EVALUATION_SECTIONS):
             continue
         if another and key.startswith("dataset."):
             continue
-        (override,) = OverridesParser.create().parse_overrides([argument])
+        (override,) = parser.parse_overrides([argument])
         if not override.is_delete() and OmegaConf.select(trained, key, default=ABSENT) == override.value():
             continue
         why = (

@@ -16,7 +16,7 @@ from noisydml.numerics import MODES
 from noisydml.run.checks.classes import check_classes
 from noisydml.run.checks.identity import check_identity, check_method
 from noisydml.run.checks.library import check_built
-from noisydml.run.checks.walk import ABSENT, builds, entries, shown
+from noisydml.run.checks.walk import ABSENT, builds, entries, group_choices, shown
 from noisydml.utils.checks import INF, Rule, check_value
 from noisydml.utils.errors import BadInput
 
@@ -38,7 +38,7 @@ def check_job(cfg: DictConfig) -> None:
     sweep = hydra.cfg
     hydra.set_config(cfg)
     try:
-        check_config(cfg, {k: v for k, v in cfg.hydra.runtime.choices.items() if k.split("/")[0] != "hydra"})
+        check_config(cfg, group_choices())
     finally:
         if sweep is not None:
             hydra.set_config(sweep)

@@ -65,6 +65,15 @@ def raw(cfg: Any, key: str, default: Any = ABSENT) -> Any:
     return node._value()
 
 
+def group_choices() -> dict[str, str]:
+    """The option chosen in each config group (``loss: triplet``, ``method: le2019/...``); none when the
+    config was composed without Hydra's runtime record."""
+    if not HydraConfig.initialized():
+        return {}
+    choices = HydraConfig.get().runtime.choices
+    return {group: option for group, option in choices.items() if group.split("/")[0] != "hydra"}
+
+
 def given_keys() -> set[str]:
     """The keys and groups given for this run on the command line (Hydra's ``overrides.task``, a sweep job's
     own values too), without their ``+`` or ``~``; none outside a Hydra run."""
