@@ -99,6 +99,39 @@ BAD_INPUTS = [
         r"give a milestone below 3",
     ),
     (
+        ["miner=none", "+loss.triplets_per_anchor=-3"],
+        r"loss.triplets_per_anchor=-3 must be >= 1 \(each anchor draws that many of its triplets; all: every "
+        r"one\)",
+    ),
+    (
+        ["miner=none", "+loss.triplets_per_anchor=some"],
+        r"loss.triplets_per_anchor=some is not an option; use one of: all, or an integer >= 1",
+    ),
+    (
+        ["backbone=mlp", "module.channels_last=true"],
+        r"module.channels_last=true .* but backbone=mlp has no 2-d convolution, so nothing reads it; drop",
+    ),
+    pytest.param(
+        ["data.pin_memory=true"],
+        r"data.pin_memory=true .* but this run trains on the CPU, so nothing reads it; drop data.pin_memory",
+        marks=NO_GPU,
+    ),
+    (
+        ["trainer.max_steps=100000"],
+        r"trainer.max_steps=100000 .* trainer.max_epochs=\d+ ends the run after \d+ steps first, so nothing "
+        r"reads it; drop trainer.max_steps, or train by steps: trainer.max_epochs=-1",
+    ),
+    (
+        ["scheduler=cosine", "+scheduler.eta_min=1"],
+        r"scheduler.eta_min=1 is above the learning rate 0.001 \(optimizer.lr=0.001\): the schedule would "
+        r"raise the rate to it, not anneal it",
+    ),
+    (
+        ["logger=wandb", "logger.wandb.resume=must"],
+        r"logger.wandb.resume=must continues the W&B run that id names, but logger.wandb.id=null; give the "
+        r"run's logger.wandb.id=\.\.\., or logger.wandb.resume=allow",
+    ),
+    (
         ["loss=margin", "miner=distance_weighted", "loss.learn_beta=false"],
         r"loss.per_class_beta=true .* give loss.per_class_beta=false with loss.learn_beta=false$",
     ),
@@ -211,6 +244,11 @@ BAD_INPUTS = [
     ),
     (["cpu_threads=0"], r"cpu_threads=0 must be >= 1"),
     (["callbacks.checkpoint.every_n_epochs=0"], r"callbacks.checkpoint.every_n_epochs=0 must be >= 1"),
+    (
+        ["callbacks.checkpoint.every_n_epochs=null"],
+        r"callbacks.checkpoint.every_n_epochs=null with callbacks.checkpoint.every_n_train_steps=null writes "
+        r"no checkpoint to resume from",
+    ),
     (["resume=sometimes"], r"resume=sometimes is not an option; use one of: auto, never"),
     (["resume_from=first"], r"resume_from=first is not an option; use one of: last, previous"),
     (
@@ -744,6 +782,12 @@ BAD_INPUTS = [
         r"MLFLOW_ALLOW_FILE_STORE to true",
         marks=pytest.mark.skipif(not _refuses_file_store(), reason="this MLflow takes a file store"),
     ),
+    pytest.param(
+        ["logger=mlflow", "logger.mlflow.experiment_name=''"],
+        r"logger.mlflow.experiment_name='' is refused by MLflow \(Invalid experiment name: ''\); give a "
+        r"name, e.g. logger.mlflow.experiment_name=noisydml",
+        marks=pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="MLflow not installed"),
+    ),
 ]
 
 
@@ -899,6 +943,11 @@ CLI_BAD_INPUTS = [
         "hparams_search=rdml_eta is a search, a study of many runs: run it as a sweep with -m",
     ),
     ("hydra.sweeper.n_trials=0", "hydra.sweeper.n_trials=0 is not a number of trials; give one >= 1"),
+    (
+        "hydra.sweeper.params.loss.eta=choice(1,2)",
+        "hydra.sweeper.params.loss.eta=choice(1,2): a search's space is given on the key it searches, not "
+        "below hydra.sweeper.params",
+    ),
     ("hydra.sweeper.direction=up", "hydra.sweeper.direction=up is not an option; use one of: maximize"),
     # A key the config lacks, without +: Hydra printed its exception over five lines, with no closest key.
     (

@@ -54,6 +54,25 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_same_metrics(compose_config, tm
     assert json.loads((run_dir / "results.json").read_text())["status"] == "finished"
 
 
+def test_a_step_interval_adds_resume_points_and_keeps_the_one_at_each_epochs_end(compose_config, monkeypatch):
+    # every_n_epochs=1 stays true beside every_n_train_steps: a step interval longer than the run used to
+    # leave it without any last.ckpt while its record said every epoch.
+    steps = []
+    save = AtomicCheckpointIO.save_checkpoint
+
+    def saves(self, checkpoint, path, storage_options=None):
+        if Path(path).name == "last.ckpt":
+            steps.append(checkpoint["global_step"])
+        save(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", saves)
+    train(compose_config(*RUN, "callbacks.checkpoint.every_n_train_steps=3"))
+    assert steps == [3, 5, 6, 9, 10]
+    steps.clear()
+    train(compose_config(*RUN, "callbacks.checkpoint.every_n_train_steps=1000", run="long"))
+    assert steps == [5, 10]
+
+
 @pytest.mark.slow
 def test_a_corrupt_checkpoint_is_named_with_the_fix_and_the_previous_one_resumes(compose_config):
     uninterrupted = train(compose_config(*RUN, run="uninterrupted"))

@@ -556,6 +556,34 @@ def test_a_search_whose_searched_key_is_pinned_is_refused_before_its_first_trial
     assert list(tmp_path.rglob("results.json")) == []
 
 
+@pytest.mark.parametrize(
+    ("space", "message"),
+    [
+        (
+            "loss.eta=choice(1,-2)",
+            "the search's space loss.eta=choice(1,-2) holds loss.eta=-2, refused before any trial ran: "
+            "loss.eta=-2 is refused by",
+        ),
+        (
+            "loss.eta=interval(-1,2)",
+            "the search's space loss.eta=interval(-1,2) holds loss.eta=-1.0, refused",
+        ),
+        (
+            "hydra.sweeper.params={loss.eta:''}",
+            "the search's fixed values, refused before any trial ran: loss.eta=",
+        ),
+    ],
+)
+def test_a_search_space_value_a_trial_would_refuse_stops_the_search_before_its_first_trial(
+    tmp_path, space, message
+):
+    # Optuna draws the values as trials run: a bad one failed the trial that drew it, after others trained.
+    out = _command("noisydml", ["-m", "hparams_search=rdml_eta", space, "logger=csv"], tmp_path)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.stderr.startswith(message)
+    assert list(tmp_path.rglob("results.json")) == [] and list(tmp_path.rglob("multirun.yaml")) == []
+
+
 def test_a_search_that_would_look_for_the_worst_trial_is_refused_before_its_first_trial_trains(tmp_path):
     arguments = ["-m", "hparams_search=rdml_eta", "hydra.sweeper.direction=minimize"]
     out = _command("noisydml", [*arguments, "hydra.sweeper.n_trials=1", "logger=csv"], tmp_path)

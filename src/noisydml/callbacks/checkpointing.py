@@ -27,7 +27,7 @@ from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.utils.atomic import atomic_write
-from noisydml.utils.checks import Rule, check_value
+from noisydml.utils.checks import BadValue, Rule, check_value
 from noisydml.utils.errors import NO_SPACE, BadInput
 from noisydml.utils.run_directory import BEST, LAST, PREVIOUS, RunDir
 
@@ -59,7 +59,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 class ResumableCheckpoint(ModelCheckpoint):
-    """``last.ckpt`` every ``every_n_epochs`` epochs (or ``every_n_train_steps`` steps) and on SIGTERM.
+    """``last.ckpt`` every ``every_n_epochs`` epochs, every ``every_n_train_steps`` steps as well when
+    given (a long epoch's resume points), and on SIGTERM. Null turns either off; both null is refused, a
+    run with no resume point.
 
     Only the last checkpoint is kept: a run's results are its test metrics, not a model zoo.
     """
@@ -71,6 +73,12 @@ class ResumableCheckpoint(ModelCheckpoint):
         check_value(Rule("every_n_epochs", int, 1, optional=True, example="every_n_epochs=1"), every_n_epochs)
         steps = Rule("every_n_train_steps", int, 1, optional=True, example="every_n_train_steps=500")
         check_value(steps, every_n_train_steps)
+        if every_n_epochs is None and every_n_train_steps is None:
+            raise BadValue(
+                "every_n_epochs",
+                "=null with every_n_train_steps=null writes no checkpoint to resume from; "
+                "e.g. every_n_epochs=1",
+            )
         # The latest checkpoint under one fixed name, replaced each time (no monitored metric).
         super().__init__(
             dirpath=dirpath,
@@ -82,6 +90,9 @@ class ResumableCheckpoint(ModelCheckpoint):
             every_n_train_steps=every_n_train_steps,
             save_on_train_epoch_end=True,
         )
+        # Lightning's constructor takes one trigger; its epoch-end save reads this attribute whatever the
+        # step trigger, and skips a step already saved, so both triggers hold.
+        self._every_n_epochs = every_n_epochs or 0
 
     def on_exception(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException

@@ -41,6 +41,21 @@ def check_store(tracking_uri: str | None) -> None:
     )
 
 
+def check_experiment_name(name: object) -> None:
+    """An experiment name MLflow takes, refused before the store is built (a file written)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import _validate_experiment_name
+
+    try:
+        _validate_experiment_name(name)
+    except MlflowException as error:
+        shown = "''" if name == "" else name
+        raise BadValue(
+            "experiment_name",
+            f"={shown} is refused by MLflow ({error.message}); give a name, e.g. experiment_name=noisydml",
+        ) from None
+
+
 class ReadableMLFlowLogger(MLFlowLogger):
     """:class:`~pytorch_lightning.loggers.MLFlowLogger` that writes ``@`` in metric names as ``_at_`` and
     names a run (``run_name`` null) by its job's overrides, or ``experiment_name`` for a run of the
@@ -51,6 +66,7 @@ class ReadableMLFlowLogger(MLFlowLogger):
     ) -> None:
         # Before MLflow builds the store, which it refuses in the constructor.
         check_store(kwargs.get("tracking_uri", os.environ.get("MLFLOW_TRACKING_URI")))
+        check_experiment_name(experiment_name)
         super().__init__(
             experiment_name=experiment_name, run_name=run_name or job_name(experiment_name), **kwargs
         )

@@ -70,6 +70,12 @@ class ResumableWandbLogger(WandbLogger):
         # extra_tags: the run's own (the config's `tags`), after the choices the config tags every run with.
         tags = [*(tags or []), *(str(tag) for tag in extra_tags or [])]
         check_settings(kwargs)
+        if kwargs.get("resume") == "must" and not kwargs.get("id"):
+            raise BadValue(
+                "resume",
+                "=must continues the W&B run that id names, but id=null; give the run's id=..., or "
+                "resume=allow (a resumed noisydml run gives its own id)",
+            )
         # The steps the run's earlier folders already hold (a resumed run is given the id it continues).
         self._held = held_steps(kwargs.get("save_dir"), kwargs.get("id"))
         if kwargs.get("id") and os.environ.get("WANDB_MODE") == "offline" and "settings" not in kwargs:

@@ -124,7 +124,11 @@ class PinNumerics(Callback):
     does), which reads its CPU features once, so a mode set by the first job would come too late for it."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        apply_numerics(config.get("numerics", "native"))
+        try:
+            apply_numerics(config.get("numerics", "native"))
+        except BadInput as bad:
+            # Hydra turns a callback's exception into a warning and goes on.
+            raise SystemExit(str(bad)) from None
 
 
 def in_force() -> str:

@@ -112,8 +112,9 @@ def _check_list(rule: Rule, value: Any) -> None:
 
 def _problem(rule: Rule, value: Any) -> str | None:
     """What is wrong with one value for the rule, or None."""
-    if rule.options:
-        options = ", ".join(rule.options)
+    if rule.options and (rule.kind in (str, bool) or isinstance(value, str)):
+        # A number's rule may take words too (triplets_per_anchor: all, or a count).
+        options = ", ".join(rule.options) + ("" if rule.kind in (str, bool) else f", or {_kind(rule)}")
         return None if str(value) in rule.options else f"is not an option; use one of: {options}"
     kinds = (int,) if rule.kind is int else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
@@ -130,6 +131,11 @@ def _problem(rule: Rule, value: Any) -> str | None:
             f"{')' if rule.open_high else ']'}"
         )
     return None
+
+
+def _kind(rule: Rule) -> str:
+    low = f" {'>' if rule.open_low else '>='} {_number(rule.low)}" if rule.low > -INF else ""
+    return f"{'an integer' if rule.kind is int else 'a number'}{low}"
 
 
 def _why(rule: Rule, problem: str) -> str:

@@ -12,6 +12,7 @@ import functools
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import yaml
 from hydra import initialize_config_dir
@@ -20,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.object_type import ObjectType
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, OverrideParseException
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.composition import ComposedOnce
@@ -333,6 +335,13 @@ def check_search_arguments(argv: list[str]) -> None:
             f"hparams_search={search} is a search, a study of many runs: run it as a sweep with -m, e.g. "
             f"noisydml -m hparams_search={search}"
         )
+    if params := [a for a in argv if a.lstrip("+~").startswith("hydra.sweeper.params.")]:
+        key = params[0].split("=", 1)[0].lstrip("+~").removeprefix("hydra.sweeper.params.")
+        raise BadInput(
+            f"{params[0]}: a search's space is given on the key it searches, not below "
+            f"hydra.sweeper.params (Hydra takes no sweep of its own config, and splits {key} at each dot); "
+            f"e.g. -m 'hparams_search=... {key}=choice(1,2)', or interval(1,4), range(1,5)"
+        )
     trials = values.get("hydra.sweeper.n_trials")
     if trials is not None and not (trials.isdigit() and int(trials) >= 1):
         raise BadInput(
@@ -361,6 +370,52 @@ def check_search_direction(cfg: DictConfig) -> None:
             f"hydra.sweeper.direction={direction} searches for the worst trial: optimized_metric={metric} "
             f"is better {'higher' if wanted == 'maximize' else 'lower'}; use hydra.sweeper.direction={wanted}"
         )
+
+
+class CheckSearchSpace(Callback):
+    """A search's space (its config's ``hydra.sweeper.params`` and the command line's, as Optuna merges
+    them) checked before its first trial: each value of a choice or a range and each end of an interval,
+    composed as a trial's run (the others at the search's fixed values) and checked as the sweeper checks
+    a grid's jobs (:func:`~noisydml.run.checks.config.check_job`). A bad value would otherwise fail the
+    trial that drew it, after the trials before it had trained."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweeper = OmegaConf.select(config, "hydra.sweeper", default=None)
+        if not isinstance(sweeper, DictConfig) or "direction" not in sweeper:
+            return
+        params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
+        task = list(OmegaConf.to_container(config.hydra.overrides.task))
+        space = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(params + task)}
+        fixed = [o.input_line for o in space.values() if not o.is_sweep_override()]
+        from noisydml.run.checks.config import check_job
+
+        loader = ComposedOnce(GlobalHydra.instance().config_loader())
+        hydra_overrides = list(OmegaConf.to_container(config.hydra.overrides.hydra))
+        tried = [
+            (o.input_line, f"{k}={v}")
+            for k, o in space.items()
+            if o.is_sweep_override()
+            for v in _space_values(o)
+        ]
+        for space_of, value in [("", ""), *tried]:
+            overrides = [*fixed, value] if value else fixed
+            try:
+                cfg = loader.compose(config.hydra.job.config_name, hydra_overrides, overrides)
+                if cfg is not None:
+                    check_job(cfg)
+            except BadInput as bad:
+                where = (
+                    f"the search's space {space_of} holds {value}" if value else "the search's fixed values"
+                )
+                raise SystemExit(f"{where}, refused before any trial ran: {bad}") from None
+
+
+def _space_values(override: Any) -> list[str]:
+    """The values of a search's space that a check tries: a choice's or a range's each, an interval's ends
+    (Optuna draws between them)."""
+    if override.is_interval_sweep():
+        return [str(override.value().start), str(override.value().end)]
+    return sweep_values(override)
 
 
 # What an evaluation (``noisydml-eval``) reads beyond its checkpoint's run's config: how it scores, which

@@ -46,14 +46,22 @@ class ByMetric:
 
 
 MARGIN = ByMetric(NONNEGATIVE_MARGIN, SIMILARITY_MARGIN)
+# pytorch-metric-learning's count of the triplets a loss draws per anchor when no miner gives them.
+TRIPLETS_PER_ANCHOR = Rule(
+    "", int, 1, options=("all",), why="each anchor draws that many of its triplets; all: every one"
+)
 
 # Library class path -> {parameter: its range}; a class inherits its bases' entries.
 RANGES: dict[str, dict[str, Rule | ByMetric]] = {
-    "pytorch_metric_learning.losses.TripletMarginLoss": {"margin": NONNEGATIVE_MARGIN},
+    "pytorch_metric_learning.losses.TripletMarginLoss": {
+        "margin": NONNEGATIVE_MARGIN,
+        "triplets_per_anchor": TRIPLETS_PER_ANCHOR,
+    },
     "pytorch_metric_learning.losses.ContrastiveLoss": {"pos_margin": MARGIN, "neg_margin": MARGIN},
     "pytorch_metric_learning.losses.MultiSimilarityLoss": {"alpha": POSITIVE_SCALE, "beta": POSITIVE_SCALE},
     "pytorch_metric_learning.losses.MarginLoss": {
         "margin": NONNEGATIVE_MARGIN,
+        "triplets_per_anchor": TRIPLETS_PER_ANCHOR,
         "beta": NONNEGATIVE_BOUNDARY,
         "nu": parameter_range(
             0, why="a negative nu rewards a large boundary beta, which the loss then pushes up"

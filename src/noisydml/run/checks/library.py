@@ -126,7 +126,16 @@ def check_optimization(cfg: DictConfig, model: Any) -> None:
     made("optimizer", cfg.optimizer, lambda n: instantiate(n)(params))
     if cfg.get("scheduler") is not None:
         # Each trial on an optimizer of its own: a scheduler sets its optimizer's learning rates.
-        made("scheduler", cfg.scheduler, lambda n: instantiate(n)(instantiate(cfg.optimizer)(params)))
+        build = lambda n: instantiate(n)(instantiate(cfg.optimizer)(params))  # noqa: E731
+        scheduler = made("scheduler", cfg.scheduler, build)
+        # A cosine schedule anneals each rate towards eta_min: one above the rate would raise it instead.
+        eta_min, rates = getattr(scheduler, "eta_min", None), getattr(scheduler, "base_lrs", [])
+        if isinstance(eta_min, (int, float)) and rates and eta_min > min(rates):
+            raise BadInput(
+                f"scheduler.eta_min={eta_min} is above the learning rate {min(rates):g} "
+                f"(optimizer.lr={shown(cfg.optimizer.get('lr'))}): the schedule would raise the rate to it, "
+                "not anneal it; give scheduler.eta_min below it, e.g. scheduler.eta_min=0"
+            )
 
 
 def check_trainer(cfg: DictConfig) -> Any:
@@ -247,6 +256,9 @@ def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str
     epochs = OmegaConf.select(cfg, "trainer.max_epochs", default=None)
     milestones = OmegaConf.select(cfg, "scheduler.milestones", default=None)
     held_out = "holds none out, so nothing reads it; drop"
+    max_steps = OmegaConf.select(cfg, "trainer.max_steps", default=-1)
+    steps = epochs * datamodule.sampler.batches_per_epoch if isinstance(epochs, int) and epochs > 0 else None
+    on_cpu = not torch.cuda.is_available() or str(cfg.trainer.get("accelerator")) == "cpu"
     unread = {
         "module.loss_lr": (
             loss_has_no_parameters,
@@ -276,6 +288,24 @@ def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str
             f"hides that share of the training labels for a semi-supervised method, but loss={loss} reads "
             "no unlabeled sample, so the run would train on the rest alone; drop data.unlabeled_fraction, or "
             "use a loss that reads them, e.g. loss=semi_adapted_triplet",
+        ),
+        "module.channels_last": (
+            lambda: (
+                bool(cfg.module.get("channels_last"))
+                and not any(isinstance(m, torch.nn.Conv2d) for m in model.backbone.modules())
+            ),
+            f"lays out a convolution's inputs channels last, but backbone={backbone} has no 2-d "
+            "convolution, so nothing reads it; drop module.channels_last",
+        ),
+        "data.pin_memory": (
+            lambda: bool(OmegaConf.select(cfg, "data.pin_memory")) and on_cpu,
+            "pins batches in memory for their copy to a GPU, but this run trains on the CPU, so nothing "
+            "reads it; drop data.pin_memory",
+        ),
+        "trainer.max_steps": (
+            lambda: steps is not None and isinstance(max_steps, int) and max_steps > steps,
+            f"stops training at that step, but trainer.max_epochs={epochs} ends the run after {steps} steps "
+            "first, so nothing reads it; drop trainer.max_steps, or train by steps: trainer.max_epochs=-1",
         ),
         "scheduler.milestones": (
             lambda: isinstance(epochs, int) and epochs > 0 and min(milestones or [epochs]) >= epochs,
