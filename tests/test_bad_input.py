@@ -108,6 +108,11 @@ BAD_INPUTS = [
         r"loss.triplets_per_anchor=some is not an option; use one of: all, or an integer >= 1",
     ),
     (
+        ["metrics.ncm_accuracy=true", "dataset.split=disjoint", "data.val_fraction=0", "data.P=5"],
+        r"metrics.ncm_accuracy needs every test class among the training classes, but 5 are not \(e.g. "
+        r"\[5, 6, 7, 8, 9\]\): use a same-classes split",
+    ),
+    (
         ["backbone=mlp", "module.channels_last=true"],
         r"module.channels_last=true .* but backbone=mlp has no 2-d convolution, so nothing reads it; drop",
     ),
@@ -256,6 +261,11 @@ BAD_INPUTS = [
         r"method=zhang2023/bspml is loss=bspml, but loss=triplet was given, which would record a triplet run "
         r"as zhang2023/bspml; drop loss=triplet to run the method, or drop method= to run loss=triplet",
     ),
+    # The method's miner keys (miner.negatives) were blamed on the miner given in its place.
+    (
+        ["method=levi2021/triplet_semihard", "miner=multi_similarity"],
+        r"method=levi2021/triplet_semihard is miner=random_positive, but miner=multi_similarity was given",
+    ),
     (["seed=99999999999999999999"], r"seed=99999999999999999999 is outside \[0, 4294967296\); e.g. seed=0"),
     (
         ["scheduler=multistep", "scheduler.milestones=[abc]"],
@@ -361,6 +371,11 @@ BAD_INPUTS = [
     (
         ["dataset=features", "data.P=4", "data.K=2", "data.val_fraction=0", "dataset.root={data}/good"],
         r"backbone=mlp cannot take the data's inputs of shape \(8,\) .*backbone.trunk.in_features",
+    ),
+    (
+        ["backbone=cnn1d"],
+        r"backbone=cnn1d cannot take the data's inputs of shape \(1, 8, 8\) .*; its first convolution is "
+        r"1-d, the inputs 2-d; choose a backbone for 2-d inputs$",
     ),
     (
         ["dataset=features", "dataset.root={data}/one_class", "backbone.trunk.in_features=8"],

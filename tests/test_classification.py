@@ -9,6 +9,7 @@ from sklearn.neighbors import NearestCentroid
 
 from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
 from noisydml.run.train import train
+from noisydml.utils.errors import BadInput
 
 # On a line, with class ids that are neither contiguous nor sorted by position:
 #   class 7 at 0 and 2 (mean 1), class 3 at 4, 6 and 8 (mean 6).
@@ -87,7 +88,7 @@ def test_ncm_matches_sklearn_nearest_centroid():
 
 
 def test_unseen_test_class_and_bad_k_are_refused():
-    with pytest.raises(ValueError, match=r"metrics.ncm_accuracy needs every test class.*\[4\]"):
+    with pytest.raises(BadInput, match=r"metrics.ncm_accuracy needs every test class.*\[4\]"):
         ncm_accuracy(np.zeros((1, 1)), np.array([4]), REFERENCE, REFERENCE_LABELS)
     with pytest.raises(ValueError, match=r"metrics.knn_accuracy_k=6 must be in \[1, 5\]"):
         knn_accuracy(np.zeros((1, 1)), np.array([3]), REFERENCE, REFERENCE_LABELS, k=6)

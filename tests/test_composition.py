@@ -113,7 +113,20 @@ def test_a_job_that_overrides_hydra_is_composed_by_hydra_whole():
         (
             "noise.rat=0.3",
             "noise.rat=0.3: noise has no key rat (noise=uniform); did you mean noise.rate=0.3? (its keys: "
-            "rate, seed); a key of your own is added with +noise.rat=...",
+            "rate, seed)",
+        ),
+        # A key its class does not take: adding it with + would be refused as well.
+        (
+            "noise=none noise.rate=0.3",
+            "noise.rate=0.3: noise has no key rate (noise=none) (its keys: seed); NoNoise takes no rate, so "
+            "+noise.rate would be refused too; choose an option of noise= that has it",
+        ),
+        # A class that takes any key: one's own is added with +.
+        (
+            "logger=wandb logger.wandb.entity_x=a",
+            "logger.wandb.entity_x=a: logger.wandb has no key entity_x (logger=wandb) (its keys: project, "
+            "save_dir, group, name, job_type, id, resume, tags, extra_tags); a key of your own is added with "
+            "+logger.wandb.entity_x=...",
         ),
         # The section itself misspelt: the closest section, the rest of the key kept.
         (
@@ -134,6 +147,6 @@ def test_an_override_on_a_key_the_config_lacks_is_refused_naming_the_closest(ove
     loader, config = master()
     once = ComposedOnce(loader)
     with pytest.raises(BadInput) as refused:
-        once.load_sweep_config(config, [EXPERIMENT, "method=prism/prism", override])
+        once.load_sweep_config(config, [EXPERIMENT, "method=prism/prism", *override.split()])
     assert str(refused.value).startswith(message)
     assert "\n" not in str(refused.value)

@@ -161,3 +161,9 @@ def test_tags_follow_the_choices_in_the_w_and_b_run(compose_config):
         "ablation",
         "lr_sweep",
     ]
+
+
+def test_a_protocol_chosen_without_an_experiment_names_its_runs_after_itself(compose_config):
+    # Its name interpolated the experiment's, None here: the run was refused blaming name=.
+    cfg = compose_config("+protocol=le2019")
+    assert cfg.name == "le2019"

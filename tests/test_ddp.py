@@ -8,6 +8,7 @@ metrics agree with the one process up to float rounding (about 1e-7 here).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -160,13 +161,18 @@ def records(tmp_path_factory) -> dict[str, tuple[dict, list[dict]]]:
     for case in CASES:
         train(_config(case, 1, root / case / "single"))
     _spawn([_config(case, WORLD_SIZE, root / case / "ddp") for case in CASES])
-    return {
+    records = {
         case: (
             torch.load(root / case / "single" / "rank0.pt"),
             [torch.load(root / case / "ddp" / f"rank{r}.pt") for r in range(WORLD_SIZE)],
         )
         for case in CASES
     }
+    for case, (single, ranks) in records.items():
+        # What results.json says trained: its processes.
+        for record, folder in ((single, "single"), (ranks[0], "ddp")):
+            record["processes"] = json.loads((root / case / folder / "results.json").read_text())["processes"]
+    return records
 
 
 def _max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -179,6 +185,7 @@ def _max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> f
 def test_two_processes_train_like_one_process_on_their_concatenated_batch(case, records):
     single, ranks = records[case]
     assert len(single["steps"]) == 2
+    assert (single["processes"], ranks[0]["processes"]) == (1, WORLD_SIZE)
     for rank in ranks:
         # Each rank takes half the batch of one process, so an epoch has as many steps.
         assert rank["batches_per_epoch"] == single["batches_per_epoch"]
@@ -221,15 +228,18 @@ def test_the_trainers_setup_call_gives_each_process_its_share_of_the_epoch():
     assert data.training_set().batches_per_epoch == one_process // 2 == 1257 // 60
 
 
-@pytest.mark.parametrize(("option", "accelerator"), [("ddp", "auto"), ("ddp_cpu", "cpu")])
-def test_ddp_trainer_configs_run_one_process_per_device(option, accelerator, tmp_path):
+@pytest.mark.parametrize(
+    ("option", "accelerator", "devices"), [("ddp", "auto", "auto"), ("ddp_cpu", "cpu", 2)]
+)
+def test_ddp_trainer_configs_run_one_process_per_device(option, accelerator, devices, tmp_path):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         overrides = [f"trainer={option}", "trainer.devices=4", "trainer.accelerator=cpu"]
         cfg = compose("config", [*overrides, f"paths.output_dir={tmp_path}"])
         unset = compose("config", [f"trainer={option}"])
     GlobalHydra.instance().clear()
-    assert unset.trainer.devices == "auto"
+    # On a CPU auto is one process: trainer=ddp_cpu, a multi-process run to try, starts two.
+    assert unset.trainer.devices == devices
     assert unset.trainer.accelerator == accelerator
     # The rest of the trainer defaults still apply.
     assert cfg.trainer.use_distributed_sampler is False

@@ -35,7 +35,7 @@ from noisydml.report.collect import (
 from noisydml.report.papers import le2019
 from noisydml.report.plots import metric_series, num_classes, ratio_series, theory_lines
 from noisydml.report.published import load_published
-from noisydml.report.tables import group_runs, metric_tables, pivot
+from noisydml.report.tables import format_cell, group_runs, metric_tables, pivot
 
 
 def on_all_seeds(verdict: claims.Verdict) -> str:
@@ -278,6 +278,8 @@ def test_a_seed_run_twice_counts_once_and_twice_with_other_results_is_refused(le
     (group,) = group_runs(collect([le_sweep, again]))
     random = pivot(group).rows[2].cells["0.4"]
     assert random.values("test/recall@1") == pytest.approx([0.80, 0.82, 0.90])
+    # Its cell says so, not that three of the six runs logged nothing.
+    assert format_cell(random, "test/recall@1", None) == "84.00 ± 13.14 (n=3); repeated 3/6"
     job = next(again.glob("miner=random_semihard,noise.rate=0.4,noise=uniform,seed=1"))
     record = json.loads((job / "results.json").read_text())
     record["metrics"]["test/recall@1"] += 0.01

@@ -8,6 +8,7 @@ import os
 import re
 import resource
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -87,6 +88,19 @@ def test_a_corrupt_checkpoint_is_named_with_the_fix_and_the_previous_one_resumes
         train(compose_config(*RUN))
     # The checkpoint of the end of the first epoch: the run continues from there to the same metrics.
     assert train(compose_config(*RUN, "resume_from=previous")) == uninterrupted
+
+
+@pytest.mark.slow
+def test_a_run_folder_copied_elsewhere_continues_and_is_skipped_once_finished(compose_config, capsys):
+    # Its record holds paths into its folder (trainer.default_root_dir): the copy was another config.
+    interrupted = compose_config(*RUN, *KILL)
+    with pytest.raises(SystemExit, match=str(128 + signal.SIGTERM)):
+        train(interrupted)
+    shutil.copytree(interrupted.paths.output_dir, Path(interrupted.paths.output_dir).with_name("copy"))
+    finished = train(compose_config(*RUN, run="copy"))
+    assert "resuming from" in capsys.readouterr().out
+    assert train(compose_config(*RUN, run="copy")) == finished
+    assert "already complete; skipping" in capsys.readouterr().out
 
 
 def test_a_finished_run_is_skipped_and_never_overwritten(compose_config, capsys):

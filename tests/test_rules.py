@@ -148,7 +148,7 @@ def test_an_experiment_runs_its_sweep_and_relabelled_departures(compose_choices,
             ["metrics.nmi_average=arithmetic"],
             r"is metrics.nmi_average=geometric, but metrics.nmi_average=arithmetic",
         ),
-        (["trainer=ddp_cpu"], r"is trainer.devices=1, but trainer.devices=auto was given"),
+        (["trainer=ddp_cpu"], r"is trainer.devices=1, but trainer.devices=2 was given"),
         (
             ["+loss.triplets_per_anchor=5"],
             r"sets no loss.triplets_per_anchor, but loss.triplets_per_anchor=5 was given",
@@ -289,6 +289,9 @@ def test_a_run_its_clock_cut_short_is_recorded_stopped_not_finished(compose_conf
     assert results["reason"].startswith("trainer.max_time=00:00:00:02 stopped training after ")
     assert "of trainer.max_epochs=1000 epochs" in results["reason"]
     assert read_run(Path(cfg.paths.output_dir)).status != COMPLETE
+    # Continued as it was (the same clock, spent): it trains nothing and keeps the epochs it has.
+    train(compose_config("trainer.max_epochs=1000", "+trainer.max_time=00:00:00:02", "data.val_fraction=0"))
+    assert _status(cfg)["reason"] == results["reason"]
 
 
 def test_a_last_epoch_its_clock_cut_short_is_recorded_stopped_not_finished(compose_config):

@@ -57,8 +57,12 @@ def test_small_classes_replace_draws_with_replacement_but_never_singletons():
 
 def test_small_classes_drop_skips_them():
     labels = labels_with_counts([10, 3, 10, 10])
-    drawn = np.concatenate([labels[b] for b in PKSampler(labels, P=2, K=4, small_classes="drop")])
+    sampler = PKSampler(labels, P=2, K=4, small_classes="drop")
+    drawn = np.concatenate([labels[b] for b in sampler])
     assert set(drawn) == {0, 2, 3}
+    # What the run prints: one class of 3 samples never drawn.
+    assert sampler.left_out == (1, 3)
+    assert PKSampler(labels_with_counts([10, 1, 10]), P=2, K=4, small_classes="replace").left_out == (1, 1)
 
 
 @pytest.mark.parametrize(

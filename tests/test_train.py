@@ -212,3 +212,11 @@ def test_a_diverging_run_says_so_and_is_recorded_as_no_result(compose_config):
         train(clean)
     assert not [w for w in caught if "diverge" in str(w.message)]
     assert json.loads((Path(clean.paths.output_dir) / "results.json").read_text())["status"] == "finished"
+
+
+def test_the_printed_scores_of_several_splits_are_labelled_by_split(compose_config, capsys):
+    # data.score_train scores the training split beside the test split: both were printed unlabelled.
+    train(compose_config("data.score_train=observed"))
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("recall@1"))
+    assert lines[header + 1].startswith("test  ") and lines[header + 2].startswith("test_train  ")

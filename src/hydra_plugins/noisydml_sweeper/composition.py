@@ -152,10 +152,29 @@ def no_such_key(error: ConfigCompositionException, override: Override, cfg: Dict
             f"{override.input_line}: {where}{option}, so there is nothing to delete{hint} (its keys: {shown})"
         )
     hint = f"; did you mean {near}={override.get_value_element_as_str()}?" if near else ""
-    return BadInput(
-        f"{override.input_line}: {where}{option}{hint} (its keys: {shown}); a key of your own is added "
-        f"with +{key}=..."
-    )
+    add = f"a key of your own is added with +{key}=..."
+    target = node.get("_target_") if isinstance(node, DictConfig) and depth == len(parts) - 1 else None
+    if isinstance(target, str) and not _takes(target, parts[depth]):
+        if near:
+            return BadInput(f"{override.input_line}: {where}{option}{hint} (its keys: {shown})")
+        add = (
+            f"{target.rsplit('.', 1)[-1]} takes no {parts[depth]}, so +{key} would be refused too; choose "
+            f"{'an option of ' + parts[0] + '= that has it' if choice else 'a class that takes it'}"
+        )
+    return BadInput(f"{override.input_line}: {where}{option}{hint} (its keys: {shown}); {add}")
+
+
+def _takes(target: str, name: str) -> bool:
+    """Whether the class ``target`` takes the keyword ``name`` (True when that cannot be told): only then
+    does adding it with ``+`` build. Imported only on this refusal's path."""
+    from noisydml.run.checks.classes import accepted_parameters
+    from noisydml.run.checks.walk import import_target
+
+    try:
+        accepted = accepted_parameters(import_target(target))
+    except Exception:
+        return True
+    return accepted is None or name in accepted
 
 
 def _record_overrides(cfg: DictConfig, overrides: list[Override]) -> None:

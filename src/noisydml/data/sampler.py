@@ -72,6 +72,8 @@ class PKSampler(Sampler[list[int]]):
             )
         eligible = counts >= (K if small_classes == "drop" else 2)
         self.members = [np.flatnonzero(inverse == c) for c in np.flatnonzero(eligible)]
+        # The classes never drawn (dropped, or of one sample, which has no positive) and their samples.
+        self.left_out = (int((~eligible).sum()), int(counts[~eligible].sum()))
         if P * num_replicas > len(self.members):
             most = len(self.members) // num_replicas
             # A batch needs two classes: no P fits where fewer can be drawn per process.

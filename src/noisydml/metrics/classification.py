@@ -12,13 +12,18 @@ import numpy as np
 
 from noisydml.metrics.engine import Backend
 from noisydml.metrics.recall import neighbour_chunks
+from noisydml.utils.errors import BadInput
 
 
-def _check_same_classes(test_labels: np.ndarray, reference_labels: np.ndarray, metric: str) -> None:
+def check_same_classes(
+    test_labels: np.ndarray, reference_labels: np.ndarray, metric: str, split: str = "test"
+) -> None:
+    """Every class of the scored ``split`` among the training classes it is classified into: a run checks
+    it before its first step (:func:`noisydml.run.checks.library.check_metrics`), scoring once more."""
     unseen = np.setdiff1d(test_labels, reference_labels)
     if len(unseen):
-        raise ValueError(
-            f"{metric} needs every test class among the training classes, but {len(unseen)} are not "
+        raise BadInput(
+            f"{metric} needs every {split} class among the training classes, but {len(unseen)} are not "
             f"(e.g. {unseen[:5].tolist()}): use a same-classes split (dataset.split=same_classes) "
             f"or turn {metric} off"
         )
@@ -28,7 +33,7 @@ def ncm_accuracy(
     test: np.ndarray, test_labels: np.ndarray, reference: np.ndarray, reference_labels: np.ndarray
 ) -> float:
     """Fraction of test items whose nearest training class mean (L2) is their class (Yu et al. Eq. 21)."""
-    _check_same_classes(test_labels, reference_labels, "metrics.ncm_accuracy")
+    check_same_classes(test_labels, reference_labels, "metrics.ncm_accuracy")
     classes, inverse = np.unique(reference_labels, return_inverse=True)
     means = np.zeros((len(classes), reference.shape[1]), dtype=np.float64)
     np.add.at(means, inverse, reference)
@@ -56,7 +61,7 @@ def knn_accuracy(
     """
     if not 1 <= k <= len(reference):
         raise ValueError(f"metrics.knn_accuracy_k={k} must be in [1, {len(reference)}]")
-    _check_same_classes(test_labels, reference_labels, "metrics.knn_accuracy_k")
+    check_same_classes(test_labels, reference_labels, "metrics.knn_accuracy_k")
     correct = 0
     for start, neighbours in neighbour_chunks(
         np.ascontiguousarray(reference, dtype=np.float32),

@@ -324,9 +324,13 @@ def format_cell(cell: Cell, metric: str, pub: Published | None) -> str:
     for status in (FAILED, MISSING):
         if cell.count(status):
             parts.append(f"{status} {cell.count(status)}/{total}")
-    complete_without = cell.count(COMPLETE) - len(values)
+    complete = [run for run in cell.runs if run.status == COMPLETE]
+    complete_without = sum(metric not in run.metrics for run in complete)
     if complete_without:
         parts.append(f"not logged {complete_without}/{total}")
+    # A seed's job reached in two folders, with the same result (per_seed), counted once.
+    if repeated := len(complete) - complete_without - len(values):
+        parts.append(f"repeated {repeated}/{total}")
     return "; ".join(parts) or "-"
 
 

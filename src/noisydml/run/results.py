@@ -56,15 +56,28 @@ def _git_commit() -> str:
 
 
 def format_metrics(metrics: dict[str, float]) -> str:
-    """A two-line table of the metrics, in the order they were computed."""
-    names = [name.split("/", 1)[-1] for name in metrics]
+    """A table of the metrics, in the order they were computed: a header and a line of values, each line
+    labelled by its split (``test``, ``test_train``) where several were scored."""
+    splits: dict[str, dict[str, float]] = {}
+    for key, value in metrics.items():
+        split, _, name = key.rpartition("/")
+        splits.setdefault(split, {})[name] = value
+    names = list(next(iter(splits.values()), {}))
+    if any(list(scores) != names for scores in splits.values()):
+        tables = (
+            f"{s}/\n" + format_metrics({f"{s}/{n}": v for n, v in m.items()}) for s, m in splits.items()
+        )
+        return "\n\n".join(tables)
+    label = max(len(split) for split in splits) + 2 if len(splits) > 1 else 0
     widths = [max(len(n), 6) for n in names]
-    header = "  ".join(n.rjust(w) for n, w in zip(names, widths, strict=True))
-    values = "  ".join(
-        ("nan" if math.isnan(v) else f"{v:.4f}").rjust(w)
-        for v, w in zip(metrics.values(), widths, strict=True)
-    )
-    return f"{header}\n{values}"
+    lines = [" " * label + "  ".join(n.rjust(w) for n, w in zip(names, widths, strict=True))]
+    for split, scores in splits.items():
+        values = "  ".join(
+            ("nan" if math.isnan(v) else f"{v:.4f}").rjust(w)
+            for v, w in zip(scores.values(), widths, strict=True)
+        )
+        lines.append((split.ljust(label) if label else "") + values)
+    return "\n".join(lines)
 
 
 def format_selection(selection: dict | None) -> str | None:

@@ -8,6 +8,7 @@ traceback in ``error.log``) or interrupted (with the command that continues it).
 from __future__ import annotations
 
 import contextlib
+import math
 import pickle
 import signal
 import sys
@@ -185,6 +186,11 @@ def _train(
     try:
         if checkpoint is not None:
             print(f"resuming from {checkpoint}")
+        if (left := datamodule.sampler.left_out)[0] and not cfg.get("ckpt_path"):
+            print(
+                f"{left[0]} of the training split's classes ({left[1]} samples) are never drawn: fewer than "
+                f"data.K={datamodule.K} samples with data.small_classes={datamodule.small_classes}, or one"
+            )
         if cfg.get("ckpt_path"):
             # noisydml-eval: the checkpoint's weights, scored as they are.
             load_weights(model, cfg.ckpt_path)
@@ -227,6 +233,8 @@ def _train(
         noise=noise,
         validation=datamodule.validation_summary(),
         skipped_inputs=datamodule.skipped_inputs,
+        # How many processes trained (trainer.devices=auto, num_nodes): the global batch is P x K x that.
+        processes=trainer.world_size,
         metrics_engine=model.metrics.engine_record(),
         **record,
         versions=versions(),
@@ -257,10 +265,14 @@ def _stopped_by_clock(trainer) -> int | None:
     remaining = timer.time_remaining("train") if timer is not None else None
     if remaining is None or remaining > 0 or trainer.max_epochs in (None, -1):
         return None
-    epochs, done = trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.completed
-    # None of the next epoch's batches (a run continued with no time left): the epochs are all whole.
-    if epochs and 0 < done < trainer.num_training_batches:
-        epochs -= 1
+    # The batches of every session of the run (restored from its checkpoint on a resume) in whole epochs:
+    # a run continued with no time left trains none, and still has those it trained.
+    batches, per_epoch = (
+        trainer.fit_loop.epoch_loop.batch_progress.total.completed,
+        trainer.num_training_batches,
+    )
+    finite = per_epoch and math.isfinite(per_epoch)
+    epochs = int(batches // per_epoch) if finite else trainer.current_epoch
     return epochs if epochs < trainer.max_epochs else None
 
 

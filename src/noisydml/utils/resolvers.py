@@ -6,8 +6,13 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 
-def run_name(experiment: str) -> str:
-    """An experiment's run name from its config path: ``le2019/fig2_cub`` -> ``le2019_fig2_cub``."""
+def run_name(experiment: str | None) -> str:
+    """An experiment's run name from its config path: ``le2019/fig2_cub`` -> ``le2019_fig2_cub``; a
+    protocol chosen without an experiment (``+protocol=zhang2023``) names its runs after itself."""
+    if experiment is None:
+        from hydra.core.hydra_config import HydraConfig
+
+        experiment = HydraConfig.get().runtime.choices.get("protocol") or "default"
     return experiment.replace("/", "_")
 
 

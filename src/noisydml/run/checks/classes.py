@@ -350,7 +350,7 @@ def _check_replaced(path: str, node: DictConfig, given: dict, typed: set[str]) -
 
 
 def _check_keys(path: str, node: Any, target: Any, name: str) -> None:
-    accepted = _parameters(target)
+    accepted = accepted_parameters(target)
     if accepted is None:
         return
     for key in node:
@@ -364,7 +364,7 @@ def _check_keys(path: str, node: Any, target: Any, name: str) -> None:
         )
 
 
-def _parameters(target: Any) -> set[str] | None:
+def accepted_parameters(target: Any) -> set[str] | None:
     """The keyword arguments ``target`` takes, following ``**kwargs`` up a class's bases where they are
     passed on (:data:`FORWARDS_KWARGS`); None when it takes any."""
     if not inspect.isclass(target):

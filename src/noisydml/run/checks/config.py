@@ -1,9 +1,9 @@
 """The rules on the composed config that need nothing built, in the order :func:`check_config` runs them:
 the one table of keys (:data:`KEYS`), whose consumer is a library that checks them late, wrongly or not at
-all (the Trainer, an optimizer, numpy's seeding), or the project itself (its top-level keys); every node
-against its class (:mod:`~noisydml.run.checks.classes`); the parts whose constructors check their own
-values (a key such as ``noise.rate`` or ``data.P`` is checked there, once); the method and the run's
-identity."""
+all (the Trainer, an optimizer, numpy's seeding), or the project itself (its top-level keys); the method's
+groups (a group swapped for another would have the method's keys blamed on it); every node against its
+class (:mod:`~noisydml.run.checks.classes`); the parts whose constructors check their own values (a key
+such as ``noise.rate`` or ``data.P`` is checked there, once); the run's identity."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from noisydml.utils.errors import BadInput
 def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
     """Refuse the first bad key of the composed config, before anything is built."""
     check_keys(cfg)
+    check_method(cfg, choices)
     check_classes(cfg)
     check_built(cfg)
-    check_method(cfg, choices)
     check_identity(cfg, choices)
 
 

@@ -204,8 +204,9 @@ def config_differences(old: dict, new: dict) -> list[str]:
 
     A key that only one of them has is an option added to (or removed from) the project since the
     older run, whose default keeps the old behaviour: not a difference, so a sweep re-run after an
-    update still skips the jobs it finished. A run from before ``numerics`` existed computed natively."""
-    a, b = (dict(leaves(config)) for config in ({"numerics": "native", **old}, new))
+    update still skips the jobs it finished. A run from before ``numerics`` existed computed natively. A
+    path into the run's folder is compared from the folder (:func:`_in_run`)."""
+    a, b = (_in_run(dict(leaves(config)), config) for config in ({"numerics": "native", **old}, new))
     below = {
         key
         for x, y in ((a, b), (b, a))
@@ -216,6 +217,20 @@ def config_differences(old: dict, new: dict) -> list[str]:
     ignored = tuple(f"{key}." for key in NOT_IDENTITY)
     kept = (key for key in differences if key not in NOT_IDENTITY and not key.startswith(ignored))
     return sorted(kept, key=lambda key: key.split("."))
+
+
+def _in_run(values: dict, config: dict) -> dict:
+    """``values`` with a path into the run's own folder written from it (``trainer.default_root_dir``): a
+    run folder copied or moved elsewhere holds the same run."""
+    root = str((config.get("paths") or {}).get("output_dir") or "").rstrip("/")
+    if not root:
+        return values
+    return {
+        key: f"<run>{value[len(root) :]}"
+        if isinstance(value, str) and (value == root or value.startswith(f"{root}/"))
+        else value
+        for key, value in values.items()
+    }
 
 
 def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None:

@@ -24,6 +24,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint, Timer
 
 from noisydml.callbacks.checkpointing import SelectedCheckpoint
 from noisydml.core.hooks import hooks_of
+from noisydml.metrics.classification import check_same_classes
 from noisydml.run.checks.classes import parameter_default
 from noisydml.run.checks.walk import (
     builds,
@@ -443,6 +444,15 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
     if datamodule.val_set is not None:
         candidates["validation"] = len(datamodule.val_set) - 1
     evaluator.check_sizes(len(datamodule.train_set), candidates)
+    # The classifications score each split against the training split's classes.
+    scored = {"test": datamodule.splits.test.labels}
+    if datamodule.val_set is not None:
+        scored["validation"] = datamodule.val_set.labels
+    for metric in ("metrics.ncm_accuracy",) * bool(evaluator.ncm_accuracy) + (
+        "metrics.knn_accuracy_k",
+    ) * bool(evaluator.knn_accuracy_k):
+        for split, labels in scored.items():
+            check_same_classes(labels, datamodule.train_set.labels, metric, split)
     stages, metric = datamodule.validation_stages, str(cfg.get("optimized_metric") or "")
     logged = [f"{stage}/{name}" for stage in stages for name in evaluator.names()]
     callbacks = [
@@ -562,10 +572,22 @@ def _check_backbone(model: Any, x: torch.Tensor, backbone: str, sizes: list[str]
         with model.unchanged():
             embeddings = model(x)
     except RuntimeError as error:
+        # A convolution of another dimension than the inputs' (LeNet's 2-d on MNIST-1D's 1-d signals):
+        # no input size fits, only another backbone.
+        conv = next(
+            (m for m in model.backbone.modules() if isinstance(m, torch.nn.modules.conv._ConvNd)), None
+        )
+        dims = len(conv.kernel_size) if conv is not None else x.dim() - 2
+        fix = (
+            f"its first convolution is {dims}-d, the inputs {x.dim() - 2}-d; choose a backbone for "
+            f"{x.dim() - 2}-d inputs"
+            if dims != x.dim() - 2
+            else "choose a backbone for this data set"
+            + (f" or set its input size ({', '.join(sizes)})" if sizes else "")
+        )
         raise BadInput(
             f"backbone={backbone} cannot take the data's inputs of shape {tuple(x.shape[1:])} "
-            f"({str(error).splitlines()[0]}); choose a backbone for this data set"
-            + (f" or set its input size ({', '.join(sizes)})" if sizes else "")
+            f"({str(error).splitlines()[0]}); {fix}"
         ) from error
     if not torch.isfinite(embeddings).all():
         raise BadInput(
