@@ -1061,6 +1061,23 @@ def test_a_sweep_with_a_key_some_job_lacks_is_refused_before_anything_is_written
             "before any job of the sweep ran: experiment=digits/levi2021_even_odd is loss.margin=0.2, but "
             "loss.margin=0.3 was given",
         ),
+        # What only the data can refuse, in a job the basic launcher would run here: K against the classes'
+        # sizes, a Recall@K against the neighbours, a proxy loss given a triplet miner's tuples.
+        (
+            ["data.K=2,500"],
+            "job 1 (data.K=500), before any job of the sweep ran: data.K=500 is larger than every class of "
+            "the training set",
+        ),
+        (
+            ["metrics.recall_ks=[1],[1,1000]"],
+            "job 1 (metrics.recall_ks=[1,1000]), before any job of the sweep ran: "
+            "metrics.recall_ks=[1,1000]: Recall@1000 needs more than",
+        ),
+        (
+            ["loss=triplet,proxy_anchor", "miner=batch_hard"],
+            "job 1 (loss=proxy_anchor miner=batch_hard), before any job of the sweep ran: loss=proxy_anchor "
+            "with miner=batch_hard fails on the first batch",
+        ),
     ],
 )
 def test_a_sweeps_bad_value_in_any_job_is_refused_before_the_first_job_runs(tmp_path, sweep, message):

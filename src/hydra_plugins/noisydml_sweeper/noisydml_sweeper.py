@@ -169,8 +169,10 @@ class NoisydmlSweeper(Sweeper):
         """Compose each job (from the configs merged for its group choices) and check its values as its
         run's pre-flight does before building anything (:func:`noisydml.run.checks.config.check_job`), so
         that a job that cannot be composed, or a bad value of a later job, stops the sweep before the first
-        job runs; the refusal names the job. Jobs that differ only in their seed are composed once: a seed
-        changes no rule but its own range, checked for each."""
+        job runs; the refusal names the job. Jobs that run on this machine (the basic launcher) are checked
+        against their data too, as their run's pre-flight checks them once built (``data.K`` against the
+        classes' sizes, the first batch through loss and miner). Jobs that differ only in their seed are
+        composed once: a seed changes no rule but its own range, checked for each."""
         from noisydml.run.checks.config import check_job, check_seed
         from noisydml.utils.quiet import silence_known_noise
 
@@ -179,6 +181,8 @@ class NoisydmlSweeper(Sweeper):
         loader = self.hydra_context.config_loader
         parser = OverridesParser.create(config_loader=loader)
         checked, seeds = set(), {}
+        # Jobs on this machine are checked against their data too (a cluster's may lie on its nodes only).
+        local = type(self.launcher).__name__ == "BasicLauncher"
         for number, overrides in enumerate(batch):
             # A job's overrides are "key=value" lines (jobs()); Hydra's grammar reads a seed's value once.
             seed = [o for o in overrides if o.startswith("seed=")]
@@ -190,7 +194,7 @@ class NoisydmlSweeper(Sweeper):
                     check_seed(seeds[seed[-1]])
                 else:
                     checked.add(others)
-                    check_job(loader.load_sweep_config(self.config, list(overrides)))
+                    check_job(loader.load_sweep_config(self.config, list(overrides)), data=local)
             except BadInput as bad:
                 raise BadInput(
                     f"job {number} ({' '.join(overrides)}), before any job of the sweep ran: {bad}"

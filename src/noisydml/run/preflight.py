@@ -31,6 +31,7 @@ from noisydml.run.checks.library import (
     check_untrained,
 )
 from noisydml.run.checks.walk import builds, entries, import_target
+from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir
 
@@ -56,6 +57,14 @@ def prepare(
         torch.set_num_threads(threads)
     pl.seed_everything(cfg.seed, workers=True)
 
+    datamodule, model = build_checked(cfg, choices, trainer)
+    return checkpoint, datamodule, model
+
+
+def build_checked(cfg: DictConfig, choices: dict[str, str], trainer: Any) -> tuple[Any, EmbeddingModule]:
+    """The data module with its noisy labels drawn and the model, with the checks that need them: what
+    a run builds after its folder is known, and what a local sweep checks of each job before the first
+    runs (:func:`check_job_data`)."""
     # Built objects are passed after instantiation: Hydra would turn a dataclass argument back into config.
     datamodule = instantiate(cfg.data, _partial_=True)(
         dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
@@ -81,4 +90,20 @@ def prepare(
     check_lengths(cfg, datamodule, trainable)
     check_one_batch(model, datamodule, cfg, choices)
     check_precision(cfg, trainer, model, datamodule)
-    return checkpoint, datamodule, model
+    return datamodule, model
+
+
+def check_job_data(cfg: DictConfig, choices: dict[str, str]) -> None:
+    """A sweep's job checked against its data before any job of the sweep runs (the basic launcher's, on
+    this machine): what its run's pre-flight checks once the data and the model are built, in a copy of
+    torch's random state, so that the jobs then draw what they would have."""
+    from noisydml.run.train import failure_message
+
+    with torch.random.fork_rng(devices=[]):
+        try:
+            build_checked(cfg, choices, check_trainer(cfg))
+        except BadInput:
+            raise
+        except Exception as error:
+            # As the run refuses it: anything that stops a run before its first step is the input's.
+            raise BadInput(failure_message(error)) from error

@@ -182,7 +182,7 @@ def _train(
             raise
         # Anything that stops a run before its first step is the input's: one line, the traceback in
         # error.log (HYDRA_FULL_ERROR=1 prints it too).
-        raise BadInput(_message(error)) from error
+        raise BadInput(failure_message(error)) from error
     try:
         if checkpoint is not None:
             print(f"resuming from {checkpoint}")
@@ -374,7 +374,7 @@ def _record_end(
     if rank_zero_only.rank != 0:
         return
     resume = run.resume_command()
-    fields = {"error": message or _message(error), "error_type": type(error).__name__}
+    fields = {"error": message or failure_message(error), "error_type": type(error).__name__}
     try:
         fields["traceback"] = run.write_traceback(traceback.format_exc()).name
         if status == INTERRUPTED:
@@ -396,7 +396,7 @@ def _record_end(
         )
 
 
-def _message(error: BaseException) -> str:
+def failure_message(error: BaseException) -> str:
     """The message a user reads: Hydra's wrapper around a constructor's error says only where it came from;
     the type is named where the message alone does not say what went wrong."""
     if isinstance(error, SIGTERMException):

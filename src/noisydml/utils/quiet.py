@@ -34,6 +34,9 @@ def silence_known_noise() -> None:
     warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before the epoch")
     # Without a validation split (data.val_fraction=0) the validation loaders are an empty list, on purpose.
     warnings.filterwarnings("ignore", message=r"Total length of `list` across ranks is zero")
+    # On a machine with SLURM, a run started outside it: noisydml's SLURM runs go through its launcher
+    # (hydra/launcher=slurm), which starts them under srun.
+    warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system but is not")
 
 
 def quiet_wandb() -> None:

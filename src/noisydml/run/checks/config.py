@@ -30,15 +30,21 @@ def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
     check_identity(cfg, choices)
 
 
-def check_job(cfg: DictConfig) -> None:
+def check_job(cfg: DictConfig, data: bool = False) -> None:
     """:func:`check_config` of a sweep's job, composed (``cfg``, its ``hydra`` node included) before any job
-    of the sweep runs, so that a bad value of a later job stops the sweep before the first trains. The
-    job's own pre-flight checks it again, with everything built."""
+    of the sweep runs, so that a bad value of a later job stops the sweep before the first trains; with
+    ``data``, its checks against the data and the model too (a job that runs on this machine:
+    :func:`~noisydml.run.preflight.check_job_data`). The job's own pre-flight checks it again."""
     hydra = HydraConfig.instance()
     sweep = hydra.cfg
     hydra.set_config(cfg)
     try:
-        check_config(cfg, group_choices())
+        choices = group_choices()
+        check_config(cfg, choices)
+        if data:
+            from noisydml.run.preflight import check_job_data
+
+            check_job_data(cfg, choices)
     finally:
         if sweep is not None:
             hydra.set_config(sweep)
