@@ -112,6 +112,11 @@ BAD_INPUTS = [
         r"metrics.ncm_accuracy needs every test class among the training classes, but 5 are not \(e.g. "
         r"\[5, 6, 7, 8, 9\]\): use a same-classes split",
     ),
+    # Refused in each DDP process, after they had started, as two tracebacks.
+    (
+        ["trainer=ddp_cpu"],
+        r"data.P=10 x 2 process\(es\) is larger than the 10 training classes that can be drawn; use data.P=5",
+    ),
     (
         ["backbone=mlp", "module.channels_last=true"],
         r"module.channels_last=true .* but backbone=mlp has no 2-d convolution, so nothing reads it; drop",
@@ -260,6 +265,12 @@ BAD_INPUTS = [
         ["method=zhang2023/bspml", "loss=triplet"],
         r"method=zhang2023/bspml is loss=bspml, but loss=triplet was given, which would record a triplet run "
         r"as zhang2023/bspml; drop loss=triplet to run the method, or drop method= to run loss=triplet",
+    ),
+    # An object the method builds removed: a plain triplet run was recorded as the kNN filter.
+    (
+        ["method=reference/knn_filter", "data.filter=null"],
+        r"method=reference/knn_filter builds data.filter \(KnnLabelFilter\), but data.filter=null was given, "
+        r"which would record a run without it as reference/knn_filter",
     ),
     # The method's miner keys (miner.negatives) were blamed on the miner given in its place.
     (
@@ -497,6 +508,12 @@ BAD_INPUTS = [
     (
         ["ckpt_path={data}/good/features.npz"],
         r"ckpt_path=.*/features.npz is not a checkpoint torch can read \(.*\); give a checkpoint a run wrote",
+    ),
+    # torch's own advice, to load a file with weights_only=False, runs whatever it holds.
+    (
+        ["ckpt_path={finished}/results.json"],
+        r"ckpt_path=.*/results.json is not a checkpoint torch can read \(it is no file of tensors torch.save "
+        r"wrote\); give a checkpoint a run wrote",
     ),
     (
         ["logger=wandb", "logger.wandb.project=a/b"],
@@ -1077,6 +1094,12 @@ def test_a_sweep_with_a_key_some_job_lacks_is_refused_before_anything_is_written
             ["loss=triplet,proxy_anchor", "miner=batch_hard"],
             "job 1 (loss=proxy_anchor miner=batch_hard), before any job of the sweep ran: loss=proxy_anchor "
             "with miner=batch_hard fails on the first batch",
+        ),
+        # A logger's key its service checks only as its run starts (checked without building the logger).
+        (
+            ["logger=wandb", "logger.wandb.project=ok,a/b"],
+            "job 1 (logger=wandb logger.wandb.project=a/b), before any job of the sweep ran: "
+            "logger.wandb.project=a/b is refused by W&B",
         ),
     ],
 )

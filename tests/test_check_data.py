@@ -90,3 +90,22 @@ def test_an_override_it_cannot_read_is_refused_in_one_line(capsys, override, mes
     assert main(["sop", override]) == 1
     err = capsys.readouterr().err
     assert err.startswith(message) and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_folder_of_one_class_is_told_what_a_class_disjoint_split_needs(tmp_path, capsys):
+    # It asked to set dataset.train_classes "between 1 and 0", after "cub: cub:".
+    folder = tmp_path / "CUB_200_2011"
+    (folder / "images" / "001.a").mkdir(parents=True)
+    (folder / "images.txt").write_text("1 001.a/1.jpg\n2 001.a/2.jpg\n")
+    (folder / "image_class_labels.txt").write_text("1 1\n2 1\n")
+    assert main(["cub", f"paths.data_dir={tmp_path}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cub: dataset.train_classes=") and "cub: cub:" not in err
+    assert "a class-disjoint split needs two classes or more: the folder holds one" in err
+
+
+def test_without_a_data_set_it_asks_for_one_and_no_overrides(capsys):
+    with pytest.raises(SystemExit):
+        main([])
+    err = capsys.readouterr().err
+    assert "give the data set to check, e.g. noisydml-check-data cub" in err and "required" not in err

@@ -19,7 +19,7 @@ from noisydml.noise.models import UniformNoise
 from noisydml.noise.small_cluster import SmallClusterNoise
 from noisydml.run.checks.classes import ORDERS, RANGES, _declared
 from noisydml.run.checks.config import KEYS, check_config
-from noisydml.run.checks.walk import target_nodes
+from noisydml.run.checks.walk import given_nodes, given_overrides, target_nodes
 from noisydml.run.train import train
 from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
@@ -142,3 +142,11 @@ def test_a_noise_model_without_flips_is_not_held_to_the_flip_bound(compose_confi
     train(cfg)
     results = json.loads((Path(cfg.paths.output_dir) / "results.json").read_text())
     assert results["status"] == "finished"
+
+
+def test_an_interpolation_given_as_a_value_is_read_as_typed(compose_config):
+    # The fix nearest_class noise prints, noise.backbone=${backbone}: read resolved, it failed in Hydra's
+    # grammar as a Python dict's text, naming no key.
+    compose_config("noise=nearest_class", "noise.features=backbone", "noise.backbone=${backbone}")
+    assert "noise.backbone=${backbone}" in given_overrides()
+    assert given_nodes() == {}

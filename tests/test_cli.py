@@ -25,6 +25,19 @@ def test_cfg_job_prints_the_composed_config(tmp_path):
     assert "rate: 0.4" in out.stdout
 
 
+def test_help_names_the_command_and_ends_quietly_when_its_reader_stops(tmp_path):
+    # noisydml --help | head -1 printed Hydra's BrokenPipeError traceback; Hydra named the job ("train").
+    reader = subprocess.Popen(
+        [NOISYDML, "--help"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    first = reader.stdout.readline().decode()
+    reader.stdout.close()
+    error = reader.stderr.read().decode()
+    reader.wait(timeout=120)
+    assert first.startswith("noisydml: ")
+    assert "Traceback" not in error and "BrokenPipeError" not in error, error
+
+
 @pytest.mark.slow
 def test_a_user_error_is_one_line_without_a_traceback_which_goes_to_the_runs_error_log(tmp_path):
     run_dir = tmp_path / "run"

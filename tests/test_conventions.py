@@ -70,23 +70,18 @@ def test_debug_profiler_writes_its_table_to_the_run(compose_config, tmp_path):
 @pytest.mark.slow
 def test_hparams_search_runs_an_optuna_study_of_the_method_s_key(tmp_path):
     sweep = tmp_path / "study"
-    out = subprocess.run(
-        [
-            NOISYDML,
-            "-m",
-            "hparams_search=rdml_eta",
-            "hydra.sweeper.n_trials=2",
-            "trainer.max_epochs=1",
-            "data.batches_per_epoch=3",
-            "trainer.check_val_every_n_epoch=1",
-            "logger=csv",
-            f"hydra.sweep.dir={sweep}",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    search = [
+        NOISYDML,
+        "-m",
+        "hparams_search=rdml_eta",
+        "hydra.sweeper.n_trials=2",
+        "trainer.max_epochs=1",
+        "data.batches_per_epoch=3",
+        "trainer.check_val_every_n_epoch=1",
+        "logger=csv",
+        f"hydra.sweep.dir={sweep}",
+    ]
+    out = subprocess.run(search, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     study = OmegaConf.load(sweep / "optimization_results.yaml")
     assert study.best_params["loss.eta"] in (0.5, 1, 2, 3, 4)
@@ -100,6 +95,10 @@ def test_hparams_search_runs_an_optuna_study_of_the_method_s_key(tmp_path):
     assert again.returncode == 1
     assert f"resume={trial}: the folder is a trial of the search in {sweep}" in again.stderr
     assert (trial / "results.json").read_bytes() == before
+    # The search run again in its folder (which has no multirun.yaml) finds its trials done.
+    rerun = subprocess.run(search, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert rerun.stdout.count("is already complete; skipping") == 2
 
 
 @pytest.mark.slow

@@ -103,6 +103,21 @@ def test_a_run_folder_copied_elsewhere_continues_and_is_skipped_once_finished(co
     assert "already complete; skipping" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_a_refused_continuation_leaves_the_interrupted_runs_record_as_it_was(compose_config):
+    # resume_from=previous with no previous.ckpt: the refusal recorded the run failed, without its command.
+    interrupted = compose_config(*RUN, *KILL)
+    with pytest.raises(SystemExit, match=str(128 + signal.SIGTERM)):
+        train(interrupted)
+    run_dir = Path(interrupted.paths.output_dir)
+    (run_dir / "checkpoints" / "previous.ckpt").unlink(missing_ok=True)
+    record = (run_dir / "results.json").read_text()
+    with pytest.raises(BadInput, match=r"resume_from=previous: .*previous.ckpt does not exist"):
+        train(compose_config(*RUN, "resume_from=previous"))
+    assert (run_dir / "results.json").read_text() == record
+    assert json.loads(record)["status"] == "interrupted"
+
+
 def test_a_finished_run_is_skipped_and_never_overwritten(compose_config, capsys):
     cfg = compose_config()
     first = train(cfg)

@@ -20,8 +20,8 @@ from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml.report.collect import COMPLETE, read_run
 from noisydml.run.checks.classes import check_classes
 from noisydml.run.checks.config import check_config
+from noisydml.run.checks.data import check_unread
 from noisydml.run.checks.identity import check_identity
-from noisydml.run.checks.library import check_unread
 from noisydml.run.train import train
 from noisydml.utils.errors import BadInput
 

@@ -282,8 +282,14 @@ class MetricDataModule(pl.LightningDataModule):
             return False
         return True
 
-    def _sampler(self, labels: np.ndarray | None = None) -> PKSampler:
-        replicas, rank = 1, 0
+    def check_processes(self, processes: int) -> None:
+        """The sampler draws its P x K batches in each of ``processes`` processes (a DDP run's, whose Trainer
+        this module is set up before): checked before they start, it is refused once, in one line."""
+        if processes > 1:
+            self._sampler(replicas=processes)
+
+    def _sampler(self, labels: np.ndarray | None = None, replicas: int | None = None) -> PKSampler:
+        replicas, rank = replicas or 1, 0
         if self.trainer is not None:
             replicas, rank = self.trainer.world_size, self.trainer.global_rank
         return PKSampler(

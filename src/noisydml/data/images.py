@@ -202,7 +202,11 @@ class ImageLayout:
                 f"{self.name}: dataset.train_classes={train_classes} leaves no "
                 f"{'test' if train.all() else 'training'} classes among the classes "
                 f"{labels.min()}..{labels.max()} found under dataset.root={self.root}; "
-                f"set it between {labels.min()} and {labels.max() - 1}."
+                + (
+                    f"set it between {labels.min()} and {labels.max() - 1}."
+                    if labels.max() > labels.min()
+                    else "a class-disjoint split needs two classes or more: the folder holds one."
+                )
             )
         return Splits(
             train=self.images(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from pytorch_lightning.loggers import MLFlowLogger
 
@@ -65,11 +66,17 @@ class ReadableMLFlowLogger(MLFlowLogger):
         self, experiment_name: str = "lightning_logs", run_name: str | None = None, **kwargs
     ) -> None:
         # Before MLflow builds the store, which it refuses in the constructor.
-        check_store(kwargs.get("tracking_uri", os.environ.get("MLFLOW_TRACKING_URI")))
-        check_experiment_name(experiment_name)
+        self.check_arguments(experiment_name, **kwargs)
         super().__init__(
             experiment_name=experiment_name, run_name=run_name or job_name(experiment_name), **kwargs
         )
+
+    @staticmethod
+    def check_arguments(experiment_name: str = "lightning_logs", **kwargs: Any) -> None:
+        """The store and the experiment's name as MLflow takes them, checked without building the logger
+        (which builds the store: ``noisydml.run.checks.library.check_built``)."""
+        check_store(kwargs.get("tracking_uri", os.environ.get("MLFLOW_TRACKING_URI")))
+        check_experiment_name(experiment_name)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         super().log_metrics({mlflow_key(key): value for key, value in metrics.items()}, step)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import wandb
 from hydra.core.hydra_config import HydraConfig
@@ -69,13 +70,7 @@ class ResumableWandbLogger(WandbLogger):
         # never share a group. A job's name is its own overrides, which W&B would otherwise make up.
         # extra_tags: the run's own (the config's `tags`), after the choices the config tags every run with.
         tags = [*(tags or []), *(str(tag) for tag in extra_tags or [])]
-        check_settings(kwargs)
-        if kwargs.get("resume") == "must" and not kwargs.get("id"):
-            raise BadValue(
-                "resume",
-                "=must continues the W&B run that id names, but id=null; give the run's id=..., or "
-                "resume=allow (a resumed noisydml run gives its own id)",
-            )
+        self.check_arguments(**kwargs)
         # The steps the run's earlier folders already hold (a resumed run is given the id it continues).
         self._held = held_steps(kwargs.get("save_dir"), kwargs.get("id"))
         if kwargs.get("id") and os.environ.get("WANDB_MODE") == "offline" and "settings" not in kwargs:
@@ -83,6 +78,18 @@ class ResumableWandbLogger(WandbLogger):
             kwargs["settings"] = wandb.Settings(resumed=True)
         super().__init__(group=sweep_group(group), name=name or job_name(group), tags=tags, **kwargs)
         self._last_step = max(self._held, default=0)
+
+    @staticmethod
+    def check_arguments(**kwargs: Any) -> None:
+        """The keys W&B checks only as its run starts (:func:`check_settings`), and a resume with no run to
+        continue; without building the logger (``noisydml.run.checks.library.check_built``)."""
+        check_settings(kwargs)
+        if kwargs.get("resume") == "must" and not kwargs.get("id"):
+            raise BadValue(
+                "resume",
+                "=must continues the W&B run that id names, but id=null; give the run's id=..., or "
+                "resume=allow (a resumed noisydml run gives its own id)",
+            )
 
     @property
     @rank_zero_experiment

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
 
 from noisydml.utils.method_names import method_label
 
@@ -61,7 +62,8 @@ def job_name(default: str) -> str:
     where Hydra has none (a config composed in Python)."""
     if not HydraConfig.initialized():
         return default
-    return run_name(list(HydraConfig.get().overrides.task), default)
+    # As typed: an interpolation given as a value stays its text.
+    return run_name(OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False), default)
 
 
 def summary_fields(

@@ -33,7 +33,7 @@ from noisydml.report import claims as claims_module
 from noisydml.report import comparisons, selection_bias
 from noisydml.report.board import draw_verdicts, rows_of, write_runs
 from noisydml.report.calculator import DEFAULT_ETAS, theory_text
-from noisydml.report.collect import FAILED, collect, evaluations
+from noisydml.report.collect import FAILED, collect
 from noisydml.report.detection import detection_markdown, draw_detection
 from noisydml.report.page import write_page
 from noisydml.report.plots import draw_embeddings, draw_table, swept
@@ -88,8 +88,8 @@ def write_report(
     as report.html, its results first, then the claims these runs can evaluate. The claims' comparisons
     get ``interval`` intervals (``t`` or ``bootstrap``); noise-rate figures draw the noise bound of each
     of ``etas`` (None: only an experiment of a paper that draws it, :func:`plots.bound_etas`)."""
-    runs = collect([Path(p) for p in paths])
-    scored = evaluations([Path(p) for p in paths])
+    scored: list[Path] = []
+    runs = collect([Path(p) for p in paths], evaluated=scored)
     if not runs:
         only = " (noisydml-eval folders, a checkpoint's scores, are not runs)" if scored else ""
         raise ValueError(

@@ -128,61 +128,62 @@ def signature(overrides: dict[str, Any], drop: tuple[str, ...] = ()) -> frozense
     return frozenset((k, canonical(v)) for k, v in overrides.items() if k not in drop)
 
 
-def collect(paths: list[Path]) -> list[Run]:
+def collect(paths: list[Path], evaluated: list[Path] | None = None) -> list[Run]:
     """Every run under ``paths``: complete, failed, and (for sweeps) missing jobs. A run reached twice
-    (a sweep and one of its jobs both given) is read once."""
+    (a sweep and one of its jobs both given) is read once. The folders ``noisydml-eval`` wrote are left
+    out, and added to ``evaluated`` when it is given."""
     runs: list[Run] = []
     seen: set[Path] = set()
     for path in paths:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist; give sweep directories or run directories")
-        sweeps, run_dirs = _discover(path)
+        sweeps, records, scored = _discover(path)
+        if evaluated is not None:
+            evaluated += scored
         for sweep in sweeps:
-            runs += _read_sweep(sweep, [d for d in run_dirs if _is_under(d, sweep)], seen)
-        for run_dir in run_dirs:
+            runs += _read_sweep(sweep, {d: r for d, r in records.items() if _is_under(d, sweep)}, seen)
+        for run_dir, results in records.items():
             if run_dir.resolve() not in seen:
                 seen.add(run_dir.resolve())
-                runs.append(read_run(run_dir))
+                runs.append(read_run(run_dir, results=results))
     return runs
 
 
-def evaluations(paths: list[Path]) -> list[Path]:
-    """The folders under ``paths`` that ``noisydml-eval`` wrote, which :func:`collect` leaves out."""
-    return [found for path in paths for found in _discover(Path(path), evaluations=True)[1]]
-
-
-def _discover(path: Path, evaluations: bool = False) -> tuple[list[Path], list[Path]]:
-    """Sweep directories and run directories at or below ``path`` (with ``evaluations``, the folders of
-    ``noisydml-eval`` instead of the runs); a run directory's own subfolders (checkpoints, csv, wandb) are
-    not searched."""
-    sweeps, run_dirs = [], []
+def _discover(path: Path) -> tuple[list[Path], dict[Path, dict | None], list[Path]]:
+    """Sweep directories, run directories with their ``results.json`` (None where there is none), and the
+    folders of ``noisydml-eval``, at or below ``path``, in one walk that reads each record once; a run
+    directory's own subfolders (checkpoints, csv, wandb) are not searched."""
+    sweeps, records, scored = [], {}, []
     for root, dirs, files in os.walk(path):
         here = Path(root)
         if MULTIRUN_FILE in files:
             sweeps.append(here)
         if ".hydra" in dirs or RunDir(here).results.name in files:
-            if ((RunDir(here).read_results() or {}).get("status") == EVALUATED) == evaluations:
-                run_dirs.append(here)
+            results = RunDir(here).read_results()
+            if (results or {}).get("status") == EVALUATED:
+                scored.append(here)
+            else:
+                records[here] = results
             dirs.clear()
         else:
             dirs.sort()
-    return sweeps, run_dirs
+    return sweeps, records, scored
 
 
 def _is_under(path: Path, parent: Path) -> bool:
     return path.resolve().is_relative_to(parent.resolve())
 
 
-def _read_sweep(sweep: Path, run_dirs: list[Path], seen: set[Path]) -> list[Run]:
+def _read_sweep(sweep: Path, records: dict[Path, dict | None], seen: set[Path]) -> list[Run]:
     multirun = _read_yaml(sweep / MULTIRUN_FILE)
     runs = []
     by_signature: dict[frozenset, Run] = {}
-    for run_dir in run_dirs:
+    for run_dir, results in records.items():
         if run_dir.resolve() in seen:
             continue
         seen.add(run_dir.resolve())
-        run = read_run(run_dir, sweep=sweep)
+        run = read_run(run_dir, sweep=sweep, results=results)
         runs.append(run)
         by_signature.setdefault(signature(run.overrides), run)
     base = {k: v for k, v in multirun.items() if k != "hydra"}
@@ -305,13 +306,14 @@ def _composed_choices(method: str | None) -> tuple[dict[str, Any], dict[str, Any
     return choices, OmegaConf.to_container(cfg.report)
 
 
-def read_run(run_dir: Path, sweep: Path | None = None) -> Run:
-    """One run directory: its status, overrides, config, group choices and its metrics. The choices come
-    from ``results.json``; runs written before it recorded them, and runs that crashed without writing
-    it, fall back to Hydra's record in ``.hydra/hydra.yaml``."""
+def read_run(run_dir: Path, sweep: Path | None = None, results: dict | None = None) -> Run:
+    """One run directory: its status, overrides, config, group choices and its metrics (``results``: its
+    ``results.json`` where already read). The choices come from ``results.json``; runs written before it
+    recorded them, and runs that crashed without writing it, fall back to Hydra's record in
+    ``.hydra/hydra.yaml``."""
     run = RunDir(run_dir)
     overrides = parse_overrides(_read_yaml(run.overrides) or []) if run.overrides.is_file() else {}
-    results = run.read_results() or {}
+    results = results if results is not None else run.read_results() or {}
     choices = results.get("choices")
     if choices is None and run.hydra_config.is_file():
         choices = (((_read_yaml(run.hydra_config) or {}).get("hydra") or {}).get("runtime") or {}).get(

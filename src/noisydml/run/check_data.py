@@ -52,14 +52,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Check a data set's folder against its published layout and image counts.",
         epilog="Exit status 0: the folder is as published; 1: it is not (the output says how).",
     )
-    parser.add_argument("dataset", choices=sorted(PUBLISHED), help="the dataset= option a run would use")
-    parser.add_argument("overrides", nargs="*", help="config overrides, e.g. paths.data_dir=/datasets")
+    parser.add_argument(
+        "dataset", nargs="?", choices=sorted(PUBLISHED), help="the dataset= option a run would use"
+    )
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="config overrides, e.g. paths.data_dir=/datasets"
+    )
     args = parser.parse_args(argv)
+    if args.dataset is None:
+        # argparse would call the optional overrides required too.
+        parser.error(
+            "give the data set to check, e.g. noisydml-check-data cub (one of: "
+            f"{', '.join(sorted(PUBLISHED))})"
+        )
     try:
         result = dataset_check(args.dataset, args.overrides)
     except (OSError, ValueError, KeyError) as error:
         # A layout file missing or malformed: the message names it and the layout expected.
-        print(f"{args.dataset}: {error}", file=sys.stderr)
+        # A data set's own message names it already.
+        message = str(error)
+        print(
+            message if message.startswith(f"{args.dataset}: ") else f"{args.dataset}: {message}",
+            file=sys.stderr,
+        )
         return 1
     print(result.text())
     return 0 if result.ok else 1

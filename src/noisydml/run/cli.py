@@ -9,6 +9,7 @@ applied after the stored ones (``resume_from=previous``, ``resume=never`` to sta
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -101,8 +102,15 @@ def run_hydra(cfg: DictConfig) -> float | None:
     return metrics.get(selected(cfg.get("optimized_metric") or ""))
 
 
+# What only prints (help, the config, Hydra's information): cut short by a reader (| head), it ends as
+# Unix tools do, without a traceback. A run keeps Python's default, so a closed pipe never kills it.
+PRINTING = ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc")
+
+
 def main() -> None:
     """The ``noisydml`` command."""
+    if any(a in PRINTING for a in sys.argv[1:]):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     arguments = resume_arguments(sys.argv[1:])
     try:
         # A search's values first: a bad one is refused as such, with or without -m.

@@ -19,17 +19,16 @@ from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.wandb_mode import choose_wandb_mode
 from noisydml.numerics import PINNED
 from noisydml.run.checks.config import check_config
-from noisydml.run.checks.folders import check_paths
-from noisydml.run.checks.library import (
+from noisydml.run.checks.data import (
     check_lengths,
     check_metrics,
     check_one_batch,
-    check_optimization,
     check_precision,
-    check_trainer,
     check_unread,
     check_untrained,
 )
+from noisydml.run.checks.folders import check_paths
+from noisydml.run.checks.library import check_optimization, check_trainer
 from noisydml.run.checks.walk import builds, entries, import_target
 from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import quiet_wandb
@@ -71,6 +70,7 @@ def build_checked(cfg: DictConfig, choices: dict[str, str], trainer: Any) -> tup
     )
     # Reads the data and draws the noisy labels now, so bad input fails before any training.
     datamodule.setup("fit")
+    datamodule.check_processes(trainer.world_size)
     model = EmbeddingModule(
         backbone=instantiate(cfg.backbone),
         loss=instantiate(cfg.loss),

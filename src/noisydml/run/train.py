@@ -38,9 +38,10 @@ from noisydml.loggers.resumable_wandb import ResumableWandbLogger
 from noisydml.loggers.run_fields import logged_config, summary_fields
 from noisydml.loggers.wandb_mode import finish_wandb
 from noisydml.numerics import numerics_record
+from noisydml.run.checks.data import check_callbacks
 from noisydml.run.checks.folders import check_run_directory, check_run_folder, check_writers
-from noisydml.run.checks.library import build, check_callbacks
-from noisydml.run.checks.walk import entries, group_choices
+from noisydml.run.checks.library import build
+from noisydml.run.checks.walk import entries, given_overrides, group_choices
 from noisydml.run.preflight import prepare
 from noisydml.run.results import format_metrics, format_selection, versions
 from noisydml.run.selection import result_status, test_selected, watched_callbacks
@@ -82,6 +83,8 @@ def _train_in(cfg: DictConfig, run: RunDir) -> dict[str, float]:
         "seed": cfg.seed,
         "numerics": numerics_record(),
     }
+    # The record of the run's last session (an interrupted run's, with the command that continues it).
+    earlier = run.read_results() if rank_zero_only.rank == 0 else None
     if rank_zero_only.rank == 0:
         _start(cfg, run, record)
     requeue = RequeueAtStepEnd()
@@ -100,6 +103,10 @@ def _train_in(cfg: DictConfig, run: RunDir) -> dict[str, float]:
             raise SystemExit(128 + signal.SIGINT) from stop
         raise
     except Exception as error:
+        if isinstance(error, BadInput) and earlier is not None:
+            # A refusal before the first step computed nothing: the run stays as its last session left it.
+            run.write_results(**earlier)
+            raise
         _record_end(run, record, FAILED, error)
         if (full := no_space(error)) is not None:
             raise DiskFull(full.errno, _no_space_message(full, run)) from error
@@ -281,9 +288,13 @@ def load_weights(model: torch.nn.Module, path: str) -> None:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as error:
+        reason = str(error).splitlines()[0]
+        if reason.startswith("Weights only load failed"):
+            # torch's advice, to load it with weights_only=False, would run whatever the file holds.
+            reason = "it is no file of tensors torch.save wrote"
         raise BadInput(
-            f"ckpt_path={path} is not a checkpoint torch can read ({str(error).splitlines()[0]}); give a "
-            "checkpoint a run wrote (checkpoints/*.ckpt)"
+            f"ckpt_path={path} is not a checkpoint torch can read ({reason}); give a checkpoint a run wrote "
+            "(checkpoints/*.ckpt)"
         ) from error
     try:
         model.load_state_dict(state["state_dict"])
@@ -306,11 +317,7 @@ def _given_beside(checkpoint: Path) -> list[str]:
         return []
     trained = set(OmegaConf.load(stored))
     own = ("ckpt_path=", "resume=", "hydra.")
-    return [
-        str(o)
-        for o in HydraConfig.get().overrides.task
-        if str(o) not in trained and not str(o).startswith(own)
-    ]
+    return [o for o in given_overrides() if o not in trained and not o.startswith(own)]
 
 
 def _build(

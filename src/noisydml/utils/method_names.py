@@ -77,6 +77,23 @@ def method_groups(method: str, sources: tuple[Source, ...] = PACKAGE_SOURCES) ->
     return _groups(_read(method, sources))
 
 
+def method_nodes(method: str, sources: tuple[Source, ...] = PACKAGE_SOURCES) -> dict[str, str]:
+    """The objects ``method=<method>``'s file builds beside its groups' (``{"data.filter":
+    "noisydml.data.knn_filter.KnnLabelFilter"}``), by their dotted paths in the run's config."""
+    found = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            if "_target_" in node and path:
+                found[path] = str(node["_target_"])
+            for key, value in node.items():
+                if key != "defaults" or path:
+                    walk(value, f"{path}.{key}" if path else str(key))
+
+    walk(_read(method, sources), "")
+    return found
+
+
 @functools.cache
 def _labelled() -> tuple[tuple[dict[str, str], str], ...]:
     """``(groups, label)`` of each package method whose file chooses groups and labels them, and sets

@@ -388,7 +388,9 @@ class CheckSearchSpace(Callback):
         space = {o.get_key_element(): o for o in OverridesParser.create().parse_overrides(params + task)}
         fixed = [o.input_line for o in space.values() if not o.is_sweep_override()]
         from noisydml.run.checks.config import check_job
+        from noisydml.utils.quiet import silence_known_noise
 
+        silence_known_noise()
         loader = ComposedOnce(GlobalHydra.instance().config_loader())
         hydra_overrides = list(OmegaConf.to_container(config.hydra.overrides.hydra))
         tried = [

@@ -23,9 +23,9 @@ WRITING_SECTIONS = ("callbacks", "logger", "trainer")
 # How deep below a run directory another run is looked for: a sweep's jobs are one level down, a
 # name/time run folder two, outputs/ three.
 DEPTH = 4
-# A sweep's own files: Hydra's record, written as the sweep starts, and the values scripts/reproduce.py
-# tuned for it, written before (the report reads both).
-SWEEP_FILES = ("multirun.yaml", "tuning.json")
+# A sweep's own files: Hydra's record, written as the sweep starts, the values scripts/reproduce.py tuned
+# for it, written before (the report reads both), and a search's result (Optuna's sweeper).
+SWEEP_FILES = ("multirun.yaml", "tuning.json", "optimization_results.yaml")
 
 
 def check_run_folder(run: RunDir, sweep: Path | None = None) -> None:
@@ -74,7 +74,9 @@ def check_folder_argument(key: str, folder: Path) -> None:
     if path.is_dir() and not is_run(path) and (entries := sorted(p.name for p in path.iterdir())):
         # A folder of something else (``.``, ``~``, a project's): the run's files would land among its own.
         own, what = (RunDir(path).own_names(), "run") if run else (set(SWEEP_FILES), "sweep")
-        if not own.intersection(entries):
+        # A search's folder (Optuna's) has no multirun.yaml: its trials' folders say whose it is.
+        jobs = not run and any(is_run(path / entry) for entry in entries)
+        if not own.intersection(entries) and not jobs:
             shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
             raise BadInput(
                 f"{key}={folder} is no {what}'s folder but holds {shown}, among which this {what}'s files "

@@ -1,44 +1,34 @@
-"""What only building the parts can say, asked before the first step: each part built as the run builds
-it, the loss and the miner before the data are read (:func:`check_built`), the optimizer, the scheduler and
-the Trainer against this machine, then the data and the model against each other. A library's refusal is
-one line naming the key, the value and a fix (:func:`library_error`: the key is found by building the
-object again without each key in turn).
+"""What only building the parts can say, asked before the data are read: each part built as the run builds
+it, the loss and the miner (:func:`check_built`), the optimizer, the scheduler and the Trainer against this
+machine. A library's refusal is one line naming the key, the value and a fix (:func:`library_error`: the
+key is found by building the object again without each key in turn). The checks of the data and the model
+against each other are :mod:`noisydml.run.checks.data`'s.
 """
 
 from __future__ import annotations
 
 import copy
-import difflib
-import math
 import os
 import re
 from collections.abc import Callable
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
-from pytorch_lightning.callbacks import ModelCheckpoint, Timer
 
-from noisydml.callbacks.checkpointing import SelectedCheckpoint
-from noisydml.core.hooks import hooks_of
-from noisydml.metrics.classification import check_same_classes
 from noisydml.run.checks.classes import parameter_default
 from noisydml.run.checks.walk import (
     builds,
     entries,
-    given_keys,
     import_target,
-    leaves,
     raw,
     shown,
     target_nodes,
 )
 from noisydml.utils.checks import BadValue
 from noisydml.utils.errors import BadInput
-from noisydml.utils.metric_names import VALIDATION, better
 from noisydml.utils.quiet import quiet_lightning
 
 # The parts the run builds from a node of its own: built once here, before the data are read, so that
@@ -46,20 +36,23 @@ from noisydml.utils.quiet import quiet_lightning
 BUILT_EARLY = ("loss", "miner", "noise")
 # Python's refusal of a call without a required argument: its first name.
 MISSING = re.compile(r"missing \d+ required (?:positional |keyword-only )?arguments?: '(\w+)'")
-# A backbone's parameters that size its input.
-INPUT_SIZES = ("in_features", "in_channels", "input_length", "input_size")
-# A callback's flag to act at the training epoch's end instead of after each validation (early stopping,
-# a checkpoint); Lightning's default, null, chooses by when validation runs.
-AT_TRAIN_EPOCH_END = ("check_on_train_epoch_end", "save_on_train_epoch_end")
 
 
 def check_built(cfg: DictConfig) -> None:
     """Build each part of :data:`BUILT_EARLY` once and drop it: a constructor's refusal names the key it
-    refused at its place in the config. Called before the run seeds itself, so nothing here changes what
-    the run then draws."""
+    refused at its place in the config; a logger's keys are checked by its class's ``check_arguments``.
+    Called before the run seeds itself, so nothing here changes what the run then draws."""
     for section in BUILT_EARLY:
         if builds(node := cfg.get(section)):
             build(section, node)
+    # A logger writes as it is built (MLflow its store): one of this package checks its keys without being
+    # built (check_arguments), so a sweep's later job is refused before the first runs.
+    for key, node in entries(cfg, "logger"):
+        check = (
+            getattr(import_target(str(node["_target_"])), "check_arguments", None) if builds(node) else None
+        )
+        if callable(check):
+            made(key, node, lambda n, check=check: check(**OmegaConf.to_container(n, resolve=True)))
 
 
 def build(key: str, node: DictConfig, **kwargs: Any) -> Any:
@@ -197,415 +190,3 @@ def check_trainer(cfg: DictConfig) -> Any:
             "hydra/launcher=slurm (or torchrun on each node), or use trainer.num_nodes=1"
         )
     return trainer
-
-
-def check_precision(cfg: DictConfig, trainer: Any, model: Any, datamodule: Any) -> None:
-    """The first batch, a training step and the loss after it in the run's precision (``16-true`` casts
-    the weights and the optimizer's state to float16), on a copy of the model."""
-    precision = str(cfg.trainer.get("precision", "32-true"))
-    if precision in ("32", "32-true"):
-        return
-    batch, training_set = datamodule.first_batch(), datamodule.training_set()
-    plugin = trainer.precision_plugin
-    trial = plugin.convert_module(copy.deepcopy(model))
-    hooks_of(trial.loss).setup(training_set)
-    x, labels, indices = plugin.convert_input(batch)
-    params = [p for p in trial.parameters() if p.requires_grad]
-    values = []
-    with torch.random.fork_rng():
-        try:
-            optimizer = instantiate(cfg.optimizer)(params) if params else None
-            for _ in range(2):
-                with plugin.forward_context():
-                    loss = trial._step_loss(x, labels, indices, trial.loss, trial.miner)
-                values.append(float(loss.detach().float()))
-                if optimizer is None or not loss.requires_grad or not math.isfinite(values[-1]):
-                    break
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-        except Exception as error:
-            raise BadInput(
-                f"trainer.precision={precision} fails on the first batch ({str(error).splitlines()[0]}); "
-                "use trainer.precision=32-true (or bf16-mixed)"
-            ) from error
-    if not math.isfinite(values[-1]):
-        raise BadInput(
-            f"trainer.precision={precision}: the loss is {values[-1]} "
-            f"{'on the first batch' if len(values) == 1 else 'after the first step'} in this precision "
-            "(float16's range and resolution are too small for this model and optimizer); use "
-            "trainer.precision=32-true, or bf16-mixed"
-        )
-
-
-def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str, str]) -> None:
-    """A value given for this run (on the command line, a sweep job's own values too) that nothing reads
-    in the parts built: it would be recorded as the run's without having been used. A protocol's or an
-    experiment's value, shared by every method it runs, is a default, not the run's choice (the yu2018
-    protocol freezes BatchNorm for its LeNet runs too)."""
-    keys = given_keys()
-
-    def loss_has_no_parameters() -> bool:
-        trial = copy.deepcopy(model.loss)
-        hooks_of(trial).setup(datamodule.training_set())
-        return not any(p.requires_grad for p in trial.parameters())
-
-    def has_no_batchnorm() -> bool:
-        return not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.backbone.modules())
-
-    loss, backbone = choices.get("loss"), choices.get("backbone")
-    epochs = OmegaConf.select(cfg, "trainer.max_epochs", default=None)
-    milestones = OmegaConf.select(cfg, "scheduler.milestones", default=None)
-    held_out = "holds none out, so nothing reads it; drop"
-    max_steps = OmegaConf.select(cfg, "trainer.max_steps", default=-1)
-    steps = epochs * datamodule.sampler.batches_per_epoch if isinstance(epochs, int) and epochs > 0 else None
-    on_cpu = not torch.cuda.is_available() or str(cfg.trainer.get("accelerator")) == "cpu"
-    unread = {
-        "module.loss_lr": (
-            loss_has_no_parameters,
-            f"is the learning rate of the loss's own parameters, but loss={loss} has none, so nothing "
-            "reads it; drop module.loss_lr (optimizer.lr trains the backbone)",
-        ),
-        "backbone.freeze_bn": (
-            lambda: bool(cfg.backbone.get("freeze_bn")) and has_no_batchnorm(),
-            f"freezes the backbone's BatchNorm layers, but backbone={backbone} has none, so nothing reads "
-            "it; drop backbone.freeze_bn",
-        ),
-        "data.val_labels": (
-            lambda: datamodule.val_set is None,
-            f"says how the validation split is scored, but data.val_fraction=0 {held_out} data.val_labels, "
-            "or hold one out, e.g. data.val_fraction=0.1",
-        ),
-        "data.val_split": (
-            lambda: datamodule.val_set is None,
-            f"says how the validation split is drawn, but data.val_fraction=0 {held_out} data.val_split, or "
-            "hold one out, e.g. data.val_fraction=0.1",
-        ),
-        "data.unlabeled_fraction": (
-            lambda: (
-                bool(OmegaConf.select(cfg, "data.unlabeled_fraction"))
-                and not hooks_of(model.loss).reads_unlabeled()
-            ),
-            f"hides that share of the training labels for a semi-supervised method, but loss={loss} reads "
-            "no unlabeled sample, so the run would train on the rest alone; drop data.unlabeled_fraction, or "
-            "use a loss that reads them, e.g. loss=semi_adapted_triplet",
-        ),
-        "module.channels_last": (
-            lambda: (
-                bool(cfg.module.get("channels_last"))
-                and not any(isinstance(m, torch.nn.Conv2d) for m in model.backbone.modules())
-            ),
-            f"lays out a convolution's inputs channels last, but backbone={backbone} has no 2-d "
-            "convolution, so nothing reads it; drop module.channels_last",
-        ),
-        "data.pin_memory": (
-            lambda: bool(OmegaConf.select(cfg, "data.pin_memory")) and on_cpu,
-            "pins batches in memory for their copy to a GPU, but this run trains on the CPU, so nothing "
-            "reads it; drop data.pin_memory",
-        ),
-        "trainer.max_steps": (
-            lambda: steps is not None and isinstance(max_steps, int) and max_steps > steps,
-            f"stops training at that step, but trainer.max_epochs={epochs} ends the run after {steps} steps "
-            "first, so nothing reads it; drop trainer.max_steps, or train by steps: trainer.max_epochs=-1",
-        ),
-        "scheduler.milestones": (
-            lambda: isinstance(epochs, int) and epochs > 0 and min(milestones or [epochs]) >= epochs,
-            f"drops the learning rate at those epochs, but the run trains trainer.max_epochs={epochs}, so it "
-            f"reaches none and nothing reads them; give a milestone below {epochs}, or drop "
-            "scheduler.milestones",
-        ),
-    }
-    for key, (ignored, why) in unread.items():
-        if key in keys and ignored():
-            value = shown(OmegaConf.select(cfg, key, default=None))
-            raise BadInput(f"{key}={value} {why}")
-    # A callback chosen for this run that scores the flipped labels, where none is flipped: it logs nothing.
-    scoring = [
-        key
-        for key, node in entries(cfg, "callbacks")
-        if (key in keys or "callbacks" in keys)
-        and builds(node)
-        and getattr(import_target(str(node["_target_"])), "SCORES_FLIPPED", False)
-    ]
-    if scoring:
-        flipped = datamodule.training_set().flipped
-        if not 0 < int(flipped.sum()) < len(flipped):
-            raise BadInput(
-                f"{scoring[0]} scores how well the flipped labels are found, but this run's noise "
-                f"(noise={choices.get('noise')}) flips {int(flipped.sum())} of {len(flipped)}, so it would "
-                "log nothing; drop it, or add noise, e.g. noise=uniform noise.rate=0.2"
-            )
-    # An experiment's studies: scripts/reproduce.py reads them, and runs each trial with its own values.
-    if tuned := sorted(k for k in keys if k == "tune" or k.startswith("tune.")):
-        key = tuned[0]
-        raise BadInput(
-            f"{key}={shown(OmegaConf.select(cfg, key, default=None))} sets the studies scripts/reproduce.py "
-            "runs for an experiment's tuned methods, which a run does not read; drop it, or give it to "
-            f"scripts/reproduce.py <experiment> {key}=..."
-        )
-
-
-def check_untrained(cfg: DictConfig, choices: dict[str, str], has_parameters_to_train: bool) -> None:
-    """A run with nothing to train (``backbone=identity``) scores its inputs: its loss and miner never run,
-    so it is named by what it is (``report.method``, as ``method=bdml/pca`` labels PCA), not by them."""
-    if (
-        has_parameters_to_train
-        or cfg.get("ckpt_path")
-        or OmegaConf.select(cfg, "report.method", default=None)
-    ):
-        return
-    named = f"loss={choices.get('loss')} and miner={choices.get('miner')}"
-    raise BadInput(
-        f"backbone={choices.get('backbone')} has nothing to train, so {named} never run: the run scores its "
-        f"inputs, which a report would file under the method {named} names; label what it is, e.g. "
-        "report.method=Inputs (method=bdml/pca labels BDML's PCA baseline), or choose a backbone with weights"
-    )
-
-
-def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: bool) -> None:
-    """The Trainer's values that count epochs and batches, against the data's real number of batches: a
-    run that would train no step (its untrained network recorded as the result) or select on nothing,
-    and values Lightning checks only when it reaches them, after an epoch has trained, or rounds to none."""
-    trainer = cfg.trainer
-    limit = trainer.get("limit_train_batches")
-    if limit is not None and not isinstance(limit, bool) and limit == 0:
-        raise BadInput(
-            f"trainer.limit_train_batches={limit} trains no step: the untrained network would be tested and "
-            "recorded as the result; drop it (data.batches_per_epoch=N shortens an epoch)"
-        )
-    if trainer.get("max_epochs") == 0 and has_parameters_to_train and not cfg.get("ckpt_path"):
-        raise BadInput(
-            "trainer.max_epochs=0 trains no step, but the backbone has weights to train: the untrained "
-            "network would be recorded as the result; give trainer.max_epochs >= 1 (0 is for a backbone "
-            "with nothing to train, e.g. backbone=identity)"
-        )
-    train_batches = datamodule.sampler.batches_per_epoch
-    epochs, min_steps = trainer.get("max_epochs"), trainer.get("min_steps")
-    if min_steps and epochs not in (None, -1) and min_steps > epochs * train_batches:
-        raise BadInput(
-            f"trainer.min_steps={min_steps} is more than the {epochs * train_batches} steps of "
-            f"trainer.max_epochs={epochs}, which ends the run first, so nothing reads it; lower "
-            "trainer.min_steps, or raise trainer.max_epochs"
-        )
-    # Lightning's own reading of the duration (the Trainer built by check_trainer took it).
-    if (max_time := raw(cfg, "trainer.max_time", None)) is not None and not Timer(max_time).time_remaining():
-        raise BadInput(
-            f"trainer.max_time={shown(trainer.get('max_time'))} stops the run before its first step: the "
-            "untrained network would be tested as the result; give it time (DD:HH:MM:SS, e.g. "
-            "trainer.max_time=00:12:00:00), or drop it"
-        )
-    val_batches = [
-        math.ceil(len(dataset) / datamodule.eval_batch_size)
-        for dataset in (datamodule.val_set,)
-        if dataset is not None
-    ]
-    interval = trainer.get("val_check_interval")
-    per_epoch = trainer.get("check_val_every_n_epoch", 1) is not None
-    # A whole number is a count of batches; a float, a fraction of the epoch.
-    batches = interval if isinstance(interval, int) and not isinstance(interval, bool) else None
-    if batches is not None and per_epoch and batches > train_batches:
-        raise BadInput(
-            f"trainer.val_check_interval={interval} is more batches than an epoch's {train_batches}, so no "
-            "epoch would validate; drop it (validation runs at each epoch's end)"
-        )
-    if _within_epoch(interval) and per_epoch and datamodule.val_set is not None and batches != train_batches:
-        # The selection keeps the best validation's weights and records them as an epoch's: weights of
-        # a validation within an epoch would be recorded as that epoch's, and tested as if selected there.
-        raise BadInput(
-            f"trainer.val_check_interval={interval} validates within an epoch, but a run that holds out a "
-            "validation split selects, records and tests whole epochs; drop it (validation runs at each "
-            "epoch's end), or trainer.check_val_every_n_epoch=N to validate less often"
-        )
-    for key, counts in (("limit_train_batches", [train_batches]), ("limit_val_batches", val_batches)):
-        limit = trainer.get(key)
-        if isinstance(limit, float) and 0 < limit < 1 and any(int(n * limit) == 0 for n in counts):
-            raise BadInput(
-                f"trainer.{key}={limit} of {min(counts)} batch{'es' * (min(counts) != 1)} rounds to none; "
-                f"use at least {1 / min(counts):.3g}, or a number of batches, e.g. trainer.{key}=1"
-            )
-    limit, metric = trainer.get("limit_val_batches"), cfg.get("optimized_metric") or ""
-    selects = (cfg.get("callbacks") or {}).get("select") is not None
-    if datamodule.val_set is not None and selects and limit is not None and limit == 0:
-        raise BadInput(
-            f"trainer.limit_val_batches={limit} runs no validation, so optimized_metric={metric} would "
-            "select nothing and the last epoch be tested as if selected; drop it, or train without a "
-            "validation split: data.val_fraction=0"
-        )
-
-
-def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
-    """The metrics can be scored on the data (:meth:`Evaluator.check_sizes`), and every metric the selection
-    or a callback watches is one the run logs when it is read: ``optimized_metric`` a validation metric the
-    run computes, no callback on the test split or on a validation metric at a training epoch's end where
-    validation runs otherwise, a callback's ``mode`` the way its metric improves."""
-    mask = datamodule.query_mask
-    # A query's candidates: the gallery, or every other item (leave-one-out).
-    candidates = {"test": int((~mask).sum()) if mask is not None else len(datamodule.splits.test) - 1}
-    if datamodule.val_set is not None:
-        candidates["validation"] = len(datamodule.val_set) - 1
-    evaluator.check_sizes(len(datamodule.train_set), candidates)
-    # The classifications score each split against the training split's classes.
-    scored = {"test": datamodule.splits.test.labels}
-    if datamodule.val_set is not None:
-        scored["validation"] = datamodule.val_set.labels
-    for metric in ("metrics.ncm_accuracy",) * bool(evaluator.ncm_accuracy) + (
-        "metrics.knn_accuracy_k",
-    ) * bool(evaluator.knn_accuracy_k):
-        for split, labels in scored.items():
-            check_same_classes(labels, datamodule.train_set.labels, metric, split)
-    stages, metric = datamodule.validation_stages, str(cfg.get("optimized_metric") or "")
-    logged = [f"{stage}/{name}" for stage in stages for name in evaluator.names()]
-    callbacks = [
-        (key, node, str(node.get("monitor") or ""))
-        for key, node in entries(cfg, "callbacks")
-        if isinstance(node, DictConfig)
-    ]
-    for key, watched in [("optimized_metric", metric), *((f"{k}.monitor", m) for k, _, m in callbacks)]:
-        if watched and watched.split("/", 1)[0] in stages and watched not in logged:
-            close = difflib.get_close_matches(watched, logged, n=1)
-            hint = f"; did you mean {key}={close[0]}?" if close else ""
-            raise BadInput(
-                f"{key}={watched} is not a metric this run logs (it logs: {', '.join(logged) or 'none'}); "
-                f"choose one of them{hint}"
-            )
-    # The validation metrics the selection reads; test/, test_epoch/ and train/ are never selected on.
-    names = [f"{VALIDATION}{name}" for name in evaluator.names()]
-    if metric not in names:
-        stage = metric.split("/", 1)[0]
-        what = {
-            "test": (
-                "a test-split metric: selecting on it, or a sweeper optimising it, tunes on the test split"
-            ),
-            "train": "a training metric, of the noisy training labels, not a validation one",
-        }
-        reason = what.get(stage.split("_")[0], "not a validation metric this run computes")
-        close = difflib.get_close_matches(f"{VALIDATION}{metric.split('/', 1)[-1]}", names, n=1)
-        hint = f"; e.g. optimized_metric={close[0] if close else names[0] if names else 'val/recall@1'}"
-        raise BadInput(f"optimized_metric={metric} is {reason}; choose one of: {', '.join(names)}{hint}")
-    for key, node, monitor in callbacks:
-        if monitor.split("/", 1)[0].startswith("test"):
-            raise BadInput(
-                f"{key}.monitor={monitor} watches the test split, which would then choose the result; watch "
-                f"a validation metric, e.g. {key}.monitor={metric}"
-            )
-        for flag in AT_TRAIN_EPOCH_END if monitor.startswith(VALIDATION) else ():
-            if node.get(flag) is True and (when := _validation_not_at_epoch_end(cfg)):
-                raise BadInput(
-                    f"{key}.{flag}=true reads {monitor} at each training epoch's end, but validation runs "
-                    f"{when}, so it would read a metric not yet logged, or a stale one; drop {key}.{flag} "
-                    "(it then acts after each validation)"
-                )
-        mode = node.get("mode") if monitor else None
-        if mode is not None and mode != better(monitor):
-            way = "falls" if better(monitor) == "min" else "rises"
-            raise BadInput(
-                f"{key}.mode={mode} on {monitor}, which improves as it {way}, reads the worst epoch as the "
-                f"best; use {key}.mode={better(monitor)}"
-            )
-        # A checkpoint selection on a split no loader logs is dropped (selection.watched_callbacks).
-        klass = import_target(str(node.get("_target_")))
-        selection = isinstance(klass, type) and issubclass(klass, ModelCheckpoint)
-        if (
-            isinstance(klass, type)
-            and issubclass(klass, SelectedCheckpoint)
-            and monitor
-            and monitor != metric
-        ):
-            raise BadInput(
-                f"{key}.monitor={monitor} would select the tested epoch, but the run records, and a sweeper "
-                f"optimises, optimized_metric={metric} as what selected it; set optimized_metric={monitor} "
-                f"instead (the selection follows it)"
-            )
-        if monitor and monitor.split("/", 1)[0] not in stages and not selection:
-            raise BadInput(
-                f"{str(node.get('_target_')).rsplit('.', 1)[-1]} monitors {monitor}, which no validation "
-                f"loader logs (they log: {', '.join(stages) or 'nothing, data.val_fraction=0'}); set "
-                "data.val_fraction > 0 for val/ metrics, or remove the callback"
-            )
-
-
-def _validation_not_at_epoch_end(cfg: DictConfig) -> str | None:
-    """When validation runs, where that is not once at each training epoch's end; None where it is."""
-    every = OmegaConf.select(cfg, "trainer.check_val_every_n_epoch", default=1)
-    interval = OmegaConf.select(cfg, "trainer.val_check_interval", default=None)
-    if every != 1:
-        return f"every {every} epochs (trainer.check_val_every_n_epoch={every})" if every else "by steps"
-    if _within_epoch(interval):
-        return f"at trainer.val_check_interval={interval}"
-    return None
-
-
-def _within_epoch(interval: Any) -> bool:
-    """Whether ``trainer.val_check_interval`` asks for validation other than at each epoch's end."""
-    return interval is not None and not (isinstance(interval, float) and interval == 1.0)
-
-
-def check_one_batch(model: Any, datamodule: Any, cfg: DictConfig, choices: dict[str, str]) -> None:
-    """One batch of K samples of P classes through the backbone, then through the training step's hook
-    sequence (:meth:`EmbeddingModule.dry_run_step`), without changing what training then draws or learns."""
-    x, y, indices = datamodule.first_batch()
-    if torch.is_floating_point(x) and not torch.isfinite(x).all():
-        bad = indices[~torch.isfinite(x.flatten(1)).all(1)].tolist()
-        raise BadInput(
-            f"dataset={choices.get('dataset', '?')}: training samples {bad[:5]} hold NaN or infinite values; "
-            "fix or drop them in the data (a NaN input makes the loss NaN)"
-        )
-    backbone, loss, miner = (choices.get(k, "?") for k in ("backbone", "loss", "miner"))
-    # The backbone's keys that size its input, for the fix.
-    sizes = [f"backbone.{k}" for k, _ in leaves(raw(cfg, "backbone")) if k.rsplit(".", 1)[-1] in INPUT_SIZES]
-    _check_backbone(model, x, backbone, sizes)
-    try:
-        value = model.dry_run_step((x, y, indices), datamodule.training_set())
-    except Exception as error:
-        raise BadInput(
-            f"loss={loss} with miner={miner} fails on the first batch: {str(error).splitlines()[0]}"
-        ) from error
-    if not torch.isfinite(value):
-        raise BadInput(
-            f"loss={loss} is {value.item()} on the first batch; check the data and the loss's keys"
-        )
-
-
-def _check_backbone(model: Any, x: torch.Tensor, backbone: str, sizes: list[str]) -> None:
-    """The backbone takes the data's inputs and gives finite embeddings (eval mode, no gradient)."""
-    try:
-        with model.unchanged():
-            embeddings = model(x)
-    except RuntimeError as error:
-        # A convolution of another dimension than the inputs' (LeNet's 2-d on MNIST-1D's 1-d signals):
-        # no input size fits, only another backbone.
-        conv = next(
-            (m for m in model.backbone.modules() if isinstance(m, torch.nn.modules.conv._ConvNd)), None
-        )
-        dims = len(conv.kernel_size) if conv is not None else x.dim() - 2
-        fix = (
-            f"its first convolution is {dims}-d, the inputs {x.dim() - 2}-d; choose a backbone for "
-            f"{x.dim() - 2}-d inputs"
-            if dims != x.dim() - 2
-            else "choose a backbone for this data set"
-            + (f" or set its input size ({', '.join(sizes)})" if sizes else "")
-        )
-        raise BadInput(
-            f"backbone={backbone} cannot take the data's inputs of shape {tuple(x.shape[1:])} "
-            f"({str(error).splitlines()[0]}); {fix}"
-        ) from error
-    if not torch.isfinite(embeddings).all():
-        raise BadInput(
-            f"backbone={backbone} gives NaN or infinite embeddings on the first batch; check the data"
-        )
-
-
-def check_callbacks(callbacks: dict[str, Any], datamodule: Any) -> None:
-    """A built callback that reads the data checks what it reads against it before the first step (its
-    ``check_data(key, datamodule)``, given its config key): a value the data cannot serve would otherwise be
-    skipped without a word, or fail after an epoch has trained. A node that builds no Lightning callback is
-    refused by its key (Lightning fails on it after the Trainer is built, naming a list index)."""
-    for key, callback in callbacks.items():
-        if not isinstance(callback, pl.Callback):
-            raise BadInput(
-                f"{key} builds a {type(callback).__module__}.{type(callback).__qualname__}, which is no "
-                f"Lightning callback; give a pytorch_lightning.callbacks.Callback's class as {key}._target_, "
-                f"or drop {key}"
-            )
-        if callable(check := getattr(callback, "check_data", None)):
-            check(key, datamodule)

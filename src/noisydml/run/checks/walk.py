@@ -74,18 +74,24 @@ def group_choices() -> dict[str, str]:
     return {group: option for group, option in choices.items() if group.split("/")[0] != "hydra"}
 
 
+def given_overrides() -> list[str]:
+    """This run's command-line overrides (Hydra's ``overrides.task``, a sweep job's own values too) as
+    typed: an interpolation given as a value (``noise.backbone=${backbone}``) stays its text."""
+    if not HydraConfig.initialized():
+        return []
+    return [str(o) for o in OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)]
+
+
 def given_keys() -> set[str]:
-    """The keys and groups given for this run on the command line (Hydra's ``overrides.task``, a sweep job's
-    own values too), without their ``+`` or ``~``; none outside a Hydra run."""
-    task = HydraConfig.get().overrides.task if HydraConfig.initialized() else ()
-    return {str(o).split("=", 1)[0].lstrip("+~") for o in task}
+    """The keys and groups given for this run on the command line, without their ``+`` or ``~``; none
+    outside a Hydra run."""
+    return {o.split("=", 1)[0].lstrip("+~") for o in given_overrides()}
 
 
 def given_nodes() -> dict[str, dict]:
     """The nodes given whole, with their class, for this run on the command line
     (``loss.distance={_target_: ...}``), by key; Hydra merges such a node into the config's."""
-    task = [str(o) for o in HydraConfig.get().overrides.task] if HydraConfig.initialized() else []
-    nodes = [o for o in task if "_target_" in o and "{" in o and not o.startswith("~")]
+    nodes = [o for o in given_overrides() if "_target_" in o and "{" in o and not o.startswith("~")]
     if not nodes:
         return {}
     from hydra.core.override_parser.overrides_parser import OverridesParser
