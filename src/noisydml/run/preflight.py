@@ -10,7 +10,6 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 from pytorch_lightning.loggers import WandbLogger
 
@@ -19,18 +18,10 @@ from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.loggers.wandb_mode import choose_wandb_mode
 from noisydml.numerics import PINNED
 from noisydml.run.checks.config import check_config
-from noisydml.run.checks.data import (
-    check_lengths,
-    check_metrics,
-    check_one_batch,
-    check_precision,
-    check_unread,
-    check_untrained,
-)
+from noisydml.run.checks.data import build_checked
 from noisydml.run.checks.folders import check_paths
-from noisydml.run.checks.library import check_optimization, check_trainer
+from noisydml.run.checks.library import check_trainer
 from noisydml.run.checks.walk import builds, entries, import_target
-from noisydml.utils.errors import BadInput
 from noisydml.utils.quiet import quiet_wandb
 from noisydml.utils.run_directory import RunDir
 
@@ -58,52 +49,3 @@ def prepare(
 
     datamodule, model = build_checked(cfg, choices, trainer)
     return checkpoint, datamodule, model
-
-
-def build_checked(cfg: DictConfig, choices: dict[str, str], trainer: Any) -> tuple[Any, EmbeddingModule]:
-    """The data module with its noisy labels drawn and the model, with the checks that need them: what
-    a run builds after its folder is known, and what a local sweep checks of each job before the first
-    runs (:func:`check_job_data`)."""
-    # Built objects are passed after instantiation: Hydra would turn a dataclass argument back into config.
-    datamodule = instantiate(cfg.data, _partial_=True)(
-        dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
-    )
-    # Reads the data and draws the noisy labels now, so bad input fails before any training.
-    datamodule.setup("fit")
-    datamodule.check_processes(trainer.world_size)
-    model = EmbeddingModule(
-        backbone=instantiate(cfg.backbone),
-        loss=instantiate(cfg.loss),
-        miner=instantiate(cfg.miner),
-        optimizer=instantiate(cfg.optimizer),
-        metrics=instantiate(cfg.metrics),
-        scheduler=instantiate(cfg.scheduler),
-        query_mask=datamodule.query_mask,
-        seed=cfg.seed,
-        **cfg.module,
-    )
-    check_optimization(cfg, model)
-    check_unread(cfg, model, datamodule, choices)
-    check_metrics(cfg, datamodule, model.metrics)
-    trainable = model.has_parameters_to_train()
-    check_untrained(cfg, choices, trainable)
-    check_lengths(cfg, datamodule, trainable)
-    check_one_batch(model, datamodule, cfg, choices)
-    check_precision(cfg, trainer, model, datamodule)
-    return datamodule, model
-
-
-def check_job_data(cfg: DictConfig, choices: dict[str, str]) -> None:
-    """A sweep's job checked against its data before any job of the sweep runs (the basic launcher's, on
-    this machine): what its run's pre-flight checks once the data and the model are built, in a copy of
-    torch's random state, so that the jobs then draw what they would have."""
-    from noisydml.run.train import failure_message
-
-    with torch.random.fork_rng(devices=[]):
-        try:
-            build_checked(cfg, choices, check_trainer(cfg))
-        except BadInput:
-            raise
-        except Exception as error:
-            # As the run refuses it: anything that stops a run before its first step is the input's.
-            raise BadInput(failure_message(error)) from error

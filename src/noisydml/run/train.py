@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning_fabric.utilities.rank_zero import rank_zero_only
@@ -40,7 +39,7 @@ from noisydml.loggers.wandb_mode import finish_wandb
 from noisydml.numerics import numerics_record
 from noisydml.run.checks.data import check_callbacks
 from noisydml.run.checks.folders import check_run_directory, check_run_folder, check_writers
-from noisydml.run.checks.library import build
+from noisydml.run.checks.library import build, ctrl_c, failure_message
 from noisydml.run.checks.walk import entries, given_overrides, group_choices
 from noisydml.run.preflight import prepare
 from noisydml.run.results import format_metrics, format_selection, versions
@@ -98,7 +97,7 @@ def _train_in(cfg: DictConfig, run: RunDir) -> dict[str, float]:
         raise (requeue.exit or SystemExit(128 + signal.SIGTERM)) from stop
     except (KeyboardInterrupt, SystemExit) as stop:
         _record_end(run, record, INTERRUPTED, stop)
-        if _ctrl_c(stop):
+        if ctrl_c(stop):
             # Lightning turns Ctrl-C into exit status 1; a process stopped by SIGINT exits 130.
             raise SystemExit(128 + signal.SIGINT) from stop
         raise
@@ -401,28 +400,6 @@ def _record_end(
             file=sys.stderr,
             flush=True,
         )
-
-
-def failure_message(error: BaseException) -> str:
-    """The message a user reads: Hydra's wrapper around a constructor's error says only where it came from;
-    the type is named where the message alone does not say what went wrong."""
-    if isinstance(error, SIGTERMException):
-        return "SIGTERM: preempted, cancelled or out of time"
-    if _ctrl_c(error):
-        return "Ctrl-C"
-    if isinstance(error, SystemExit):
-        # submitit's exit after requeueing a job outside training (building, testing), or a library's.
-        return f"exit status {error.code}"
-    if isinstance(error, InstantiationException) and error.__cause__ is not None:
-        error = error.__cause__
-    if isinstance(error, (ValueError, OSError, FloatingPointError)) and str(error):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
-
-
-def _ctrl_c(error: BaseException) -> bool:
-    """Ctrl-C, or the exit Lightning makes of it (``sys.exit(1)`` while handling KeyboardInterrupt)."""
-    return isinstance(error, KeyboardInterrupt) or isinstance(error.__context__, KeyboardInterrupt)
 
 
 def _log_summary(trainer, fields: dict) -> None:

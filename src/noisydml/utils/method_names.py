@@ -77,21 +77,9 @@ def method_groups(method: str, sources: tuple[Source, ...] = PACKAGE_SOURCES) ->
     return _groups(_read(method, sources))
 
 
-def method_nodes(method: str, sources: tuple[Source, ...] = PACKAGE_SOURCES) -> dict[str, str]:
-    """The objects ``method=<method>``'s file builds beside its groups' (``{"data.filter":
-    "noisydml.data.knn_filter.KnnLabelFilter"}``), by their dotted paths in the run's config."""
-    found = {}
-
-    def walk(node: Any, path: str) -> None:
-        if isinstance(node, dict):
-            if "_target_" in node and path:
-                found[path] = str(node["_target_"])
-            for key, value in node.items():
-                if key != "defaults" or path:
-                    walk(value, f"{path}.{key}" if path else str(key))
-
-    walk(_read(method, sources), "")
-    return found
+def method_file(method: str, sources: tuple[Source, ...] = PACKAGE_SOURCES) -> dict:
+    """What ``method=<method>``'s file sets beside its groups (its ``defaults``), as written."""
+    return {key: value for key, value in _read(method, sources).items() if key != "defaults"}
 
 
 @functools.cache

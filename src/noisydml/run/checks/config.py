@@ -33,8 +33,8 @@ def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
 def check_job(cfg: DictConfig, data: bool = False) -> None:
     """:func:`check_config` of a sweep's job, composed (``cfg``, its ``hydra`` node included) before any job
     of the sweep runs, so that a bad value of a later job stops the sweep before the first trains; with
-    ``data``, its checks against the data and the model too (a job that runs on this machine:
-    :func:`~noisydml.run.preflight.check_job_data`). The job's own pre-flight checks it again."""
+    ``data``, its checks against the data and the model too (a job that runs on this machine). The job's own
+    pre-flight checks it again."""
     hydra = HydraConfig.instance()
     sweep = hydra.cfg
     hydra.set_config(cfg)
@@ -42,12 +42,28 @@ def check_job(cfg: DictConfig, data: bool = False) -> None:
         choices = group_choices()
         check_config(cfg, choices)
         if data:
-            from noisydml.run.preflight import check_job_data
-
-            check_job_data(cfg, choices)
+            _check_job_data(cfg, choices)
     finally:
         if sweep is not None:
             hydra.set_config(sweep)
+
+
+def _check_job_data(cfg: DictConfig, choices: dict[str, str]) -> None:
+    """What the job's run checks once its data and model are built (:func:`~noisydml.run.checks.data.
+    build_checked`), in a copy of torch's random state, so that the jobs then draw what they would have;
+    refused as the run refuses it (anything that stops a run before its first step is the input's)."""
+    import torch
+
+    from noisydml.run.checks.data import build_checked
+    from noisydml.run.checks.library import check_trainer, failure_message
+
+    with torch.random.fork_rng(devices=[]):
+        try:
+            build_checked(cfg, choices, check_trainer(cfg))
+        except BadInput:
+            raise
+        except Exception as error:
+            raise BadInput(failure_message(error)) from error
 
 
 def check_seed(seed: Any) -> None:

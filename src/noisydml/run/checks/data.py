@@ -17,8 +17,10 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint, Timer
 
 from noisydml.callbacks.checkpointing import SelectedCheckpoint
+from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.core.hooks import hooks_of
 from noisydml.metrics.classification import check_same_classes
+from noisydml.run.checks.library import check_optimization
 from noisydml.run.checks.walk import builds, entries, given_keys, import_target, leaves, raw, shown
 from noisydml.utils.errors import BadInput
 from noisydml.utils.metric_names import VALIDATION, better
@@ -440,3 +442,36 @@ def check_callbacks(callbacks: dict[str, Any], datamodule: Any) -> None:
             )
         if callable(check := getattr(callback, "check_data", None)):
             check(key, datamodule)
+
+
+def build_checked(cfg: DictConfig, choices: dict[str, str], trainer: Any) -> tuple[Any, EmbeddingModule]:
+    """The data module with its noisy labels drawn and the model, with the checks that need them: what
+    a run builds after its folder is known (:func:`noisydml.run.preflight.prepare`), and what a local sweep
+    checks of each job before the first runs (:func:`noisydml.run.checks.config.check_job`)."""
+    # Built objects are passed after instantiation: Hydra would turn a dataclass argument back into config.
+    datamodule = instantiate(cfg.data, _partial_=True)(
+        dataset=instantiate(cfg.dataset), noise=instantiate(cfg.noise)
+    )
+    # Reads the data and draws the noisy labels now, so bad input fails before any training.
+    datamodule.setup("fit")
+    datamodule.check_processes(trainer.world_size)
+    model = EmbeddingModule(
+        backbone=instantiate(cfg.backbone),
+        loss=instantiate(cfg.loss),
+        miner=instantiate(cfg.miner),
+        optimizer=instantiate(cfg.optimizer),
+        metrics=instantiate(cfg.metrics),
+        scheduler=instantiate(cfg.scheduler),
+        query_mask=datamodule.query_mask,
+        seed=cfg.seed,
+        **cfg.module,
+    )
+    check_optimization(cfg, model)
+    check_unread(cfg, model, datamodule, choices)
+    check_metrics(cfg, datamodule, model.metrics)
+    trainable = model.has_parameters_to_train()
+    check_untrained(cfg, choices, trainable)
+    check_lengths(cfg, datamodule, trainable)
+    check_one_batch(model, datamodule, cfg, choices)
+    check_precision(cfg, trainer, model, datamodule)
+    return datamodule, model

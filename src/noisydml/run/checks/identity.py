@@ -24,10 +24,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
 from noisydml import CONFIG_DIR
-from noisydml.run.checks.walk import ABSENT, given_keys, leaves, raw, shown
+from noisydml.run.checks.walk import ABSENT, given_keys, leaves, raw, shown, target_nodes
 from noisydml.run.selection import debug_mode
 from noisydml.utils.errors import BadInput
-from noisydml.utils.method_names import PACKAGE_SOURCES, method_groups, method_nodes, methods, sources_of
+from noisydml.utils.method_names import PACKAGE_SOURCES, method_file, method_groups, methods, sources_of
 
 # The groups whose option names what a run is: its data, its noise, its method (a loss and a miner). A
 # departure in another group (optimizer=sgd) is named by the key it changes (optimizer._target_).
@@ -258,8 +258,8 @@ def check_method(cfg: DictConfig, choices: dict[str, str]) -> None:
             )
     # An object the method's file builds beside its groups' (the kNN filter's data.filter): removed or
     # built from another class, the run is no run of the method (its settings stay the run's to tune).
-    for path, target in method_nodes(method, sources).items():
-        node = raw(cfg, path, None)
+    for path, own in target_nodes(OmegaConf.create(method_file(method, sources))):
+        target, node = str(own["_target_"]), raw(cfg, path, None)
         built = node.get("_target_") if isinstance(node, (dict, DictConfig)) else None
         if str(built) != target:
             given = f"{path}._target_={built}" if built is not None else f"{path}={shown(node)}"

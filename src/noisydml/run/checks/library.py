@@ -17,6 +17,7 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from noisydml.run.checks.classes import parameter_default
 from noisydml.run.checks.walk import (
@@ -190,3 +191,25 @@ def check_trainer(cfg: DictConfig) -> Any:
             "hydra/launcher=slurm (or torchrun on each node), or use trainer.num_nodes=1"
         )
     return trainer
+
+
+def failure_message(error: BaseException) -> str:
+    """The message a user reads: Hydra's wrapper around a constructor's error says only where it came from;
+    the type is named where the message alone does not say what went wrong."""
+    if isinstance(error, SIGTERMException):
+        return "SIGTERM: preempted, cancelled or out of time"
+    if ctrl_c(error):
+        return "Ctrl-C"
+    if isinstance(error, SystemExit):
+        # submitit's exit after requeueing a job outside training (building, testing), or a library's.
+        return f"exit status {error.code}"
+    if isinstance(error, InstantiationException) and error.__cause__ is not None:
+        error = error.__cause__
+    if isinstance(error, (ValueError, OSError, FloatingPointError)) and str(error):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+def ctrl_c(error: BaseException) -> bool:
+    """Ctrl-C, or the exit Lightning makes of it (``sys.exit(1)`` while handling KeyboardInterrupt)."""
+    return isinstance(error, KeyboardInterrupt) or isinstance(error.__context__, KeyboardInterrupt)
