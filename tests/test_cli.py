@@ -88,12 +88,14 @@ def test_resume_of_a_folder_that_holds_no_run_says_so(tmp_path):
 @pytest.mark.slow
 def test_a_sweep_says_which_jobs_failed_and_why(tmp_path):
     sweep = tmp_path / "sweep"
-    # A data set's files are read when its job runs (a bad value is refused before any job: test_bad_input).
-    command = [NOISYDML, "-m", "dataset=digits,cub", "logger=csv", f"hydra.sweep.dir={sweep}"]
+    # A job that fails while it trains (bad input, its data's included, is refused before any job runs:
+    # test_bad_input).
+    fault = "+callbacks.fault={_target_:noisydml.testing.faults.RaiseAt,step:1,job:1}"
+    command = [NOISYDML, "-m", "seed=0,1", fault, "logger=csv", f"hydra.sweep.dir={sweep}"]
     out = subprocess.run(
         [*command, "trainer.max_epochs=1"], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 1
-    assert "job 0 (dataset=digits logger=csv trainer.max_epochs=1): finished" in out.stdout
-    failed = "job 1 (dataset=cub logger=csv trainer.max_epochs=1): failed: cub: images.txt not found"
-    assert failed in out.stdout and "error.log" in out.stdout
+    assert "job 0 (seed=0 " in out.stdout and "trainer.max_epochs=1): finished" in out.stdout
+    assert "trainer.max_epochs=1): failed: RuntimeError: injected fault at step 1" in out.stdout
+    assert "error.log" in out.stdout

@@ -1,4 +1,5 @@
-"""Fault injection for tests of preemption and crashes: a callback that signals its own process.
+"""Fault injection for tests of preemption and crashes: a callback that signals its own process, and one
+that raises while training (:class:`RaiseAt`).
 
 Select it for one run, or one job of a sweep, like any callback:
 ``+callbacks.kill={_target_:noisydml.testing.faults.KillAt,step:1}`` dies hard (SIGKILL: no traceback, no
@@ -45,6 +46,19 @@ class KillAt(pl.Callback):
         if not self._fired and trainer.global_step == self.step:
             self._fired = True
             os.kill(os.getpid(), self.signal)
+
+
+class RaiseAt(pl.Callback):
+    """Raise a ``RuntimeError`` once ``trainer.global_step`` reaches ``step`` (``job``: only in that job of a
+    sweep): a failure while training, which no check before the first step could have foreseen."""
+
+    def __init__(self, step: int, job: int | None = None) -> None:
+        self.step = step
+        self._armed = job is None or _job_num() == job
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: object) -> None:
+        if self._armed and trainer.global_step == self.step:
+            raise RuntimeError(f"injected fault at step {self.step}")
 
 
 def _job_num() -> int | None:
