@@ -19,7 +19,8 @@ def check_same_classes(
     test_labels: np.ndarray, reference_labels: np.ndarray, metric: str, split: str = "test"
 ) -> None:
     """Every class of the scored ``split`` among the training classes it is classified into: a run checks
-    it before its first step (:func:`noisydml.run.checks.data.check_metrics`), scoring once more."""
+    it before its first step (:meth:`noisydml.metrics.evaluator.Evaluator.check_classes`), scoring once
+    more."""
     unseen = np.setdiff1d(test_labels, reference_labels)
     if len(unseen):
         raise BadInput(

@@ -13,13 +13,15 @@ from typing import get_args
 
 import numpy as np
 
-from noisydml.metrics.classification import knn_accuracy, ncm_accuracy
+from noisydml.metrics.classification import check_same_classes, knn_accuracy, ncm_accuracy
 from noisydml.metrics.clustering import DEFAULT_NITER, KMeansInit, NMIAverage
 from noisydml.metrics.engine import Backend, engine_record, install_conflict, resolve_engine
 from noisydml.metrics.evaluation import evaluate
 from noisydml.utils.checks import Rule, check_value
 from noisydml.utils.errors import BadInput
 
+# The metrics that classify the scored split against the training embeddings (needs_reference).
+CLASSIFICATIONS = ("ncm_accuracy", "knn_accuracy_k")
 RECALL_KS = Rule("metrics.recall_ks", int, 1, each=True, example="metrics.recall_ks=[1,2,4,8]")
 # The options of the classification and clustering metrics, in the order the constructor checks them.
 RULES = (
@@ -117,6 +119,13 @@ class Evaluator:
                 f"{train} training samples; use k up to {train}, e.g. metrics.knn_accuracy_k=5"
             )
 
+    def check_classes(self, train_labels: np.ndarray, scored: dict[str, np.ndarray]) -> None:
+        """The classifications (``ncm_accuracy``, ``knn_accuracy_k``) need each scored split's classes
+        (``scored``: split -> its labels) among the ``train_labels`` they classify into."""
+        for metric in (name for name in CLASSIFICATIONS if getattr(self, name)):
+            for split, labels in scored.items():
+                check_same_classes(labels, train_labels, f"metrics.{metric}", split)
+
     def engine_record(self) -> dict:
         """The engine the metrics are computed with on this machine, as ``results.json`` records it
         (:func:`noisydml.metrics.engine.engine_record`)."""
@@ -124,7 +133,7 @@ class Evaluator:
 
     @property
     def needs_reference(self) -> bool:
-        return bool(self.ncm_accuracy or self.knn_accuracy_k)
+        return any(getattr(self, name) for name in CLASSIFICATIONS)
 
     def __call__(
         self,

@@ -19,7 +19,6 @@ from pytorch_lightning.callbacks import ModelCheckpoint, Timer
 from noisydml.callbacks.checkpointing import SelectedCheckpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.core.hooks import hooks_of
-from noisydml.metrics.classification import check_same_classes
 from noisydml.run.checks.library import check_optimization
 from noisydml.run.checks.walk import builds, entries, given_keys, import_target, leaves, raw, shown
 from noisydml.utils.errors import BadInput
@@ -267,25 +266,20 @@ def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: boo
 
 
 def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
-    """The metrics can be scored on the data (:meth:`Evaluator.check_sizes`), and every metric the selection
-    or a callback watches is one the run logs when it is read: ``optimized_metric`` a validation metric the
-    run computes, no callback on the test split or on a validation metric at a training epoch's end where
-    validation runs otherwise, a callback's ``mode`` the way its metric improves."""
+    """The metrics can be scored on the data (:meth:`Evaluator.check_sizes` and ``check_classes``), and every
+    metric the selection or a callback watches is one the run logs when it is read: ``optimized_metric`` a
+    validation metric the run computes, no callback on the test split or on a validation metric at a training
+    epoch's end where validation runs otherwise, a callback's ``mode`` the way its metric improves."""
     mask = datamodule.query_mask
     # A query's candidates: the gallery, or every other item (leave-one-out).
     candidates = {"test": int((~mask).sum()) if mask is not None else len(datamodule.splits.test) - 1}
     if datamodule.val_set is not None:
         candidates["validation"] = len(datamodule.val_set) - 1
     evaluator.check_sizes(len(datamodule.train_set), candidates)
-    # The classifications score each split against the training split's classes.
     scored = {"test": datamodule.splits.test.labels}
     if datamodule.val_set is not None:
         scored["validation"] = datamodule.val_set.labels
-    for metric in ("metrics.ncm_accuracy",) * bool(evaluator.ncm_accuracy) + (
-        "metrics.knn_accuracy_k",
-    ) * bool(evaluator.knn_accuracy_k):
-        for split, labels in scored.items():
-            check_same_classes(labels, datamodule.train_set.labels, metric, split)
+    evaluator.check_classes(datamodule.train_set.labels, scored)
     stages, metric = datamodule.validation_stages, str(cfg.get("optimized_metric") or "")
     logged = [f"{stage}/{name}" for stage in stages for name in evaluator.names()]
     callbacks = [

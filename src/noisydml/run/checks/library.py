@@ -53,7 +53,12 @@ def check_built(cfg: DictConfig) -> None:
             getattr(import_target(str(node["_target_"])), "check_arguments", None) if builds(node) else None
         )
         if callable(check):
-            made(key, node, lambda n, check=check: check(**OmegaConf.to_container(n, resolve=True)))
+            made(key, node, lambda n, check=check: check(**_arguments(n)))
+
+
+def _arguments(node: DictConfig) -> dict[str, Any]:
+    """The keyword arguments ``node`` builds its object with, resolved."""
+    return {str(k): v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"}
 
 
 def build(key: str, node: DictConfig, **kwargs: Any) -> Any:
