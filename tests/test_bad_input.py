@@ -17,7 +17,7 @@ from pytorch_metric_learning.losses import TripletMarginLoss
 
 from layouts import make_cub
 from noisydml.run.train import train
-from noisydml.utils.errors import BadInput
+from noisydml.utils.errors import BadInput, Diverged
 
 
 def assert_nothing_trained(cfg) -> None:
@@ -36,6 +36,9 @@ def _refuses_file_store() -> bool:
     allowed = getattr(environment_variables, "MLFLOW_ALLOW_FILE_STORE", None)
     return allowed is not None and not allowed.get()
 
+
+# An input that is an environment variable, not an override: WANDB_MODE=offline.
+ENVIRONMENT = re.compile(r"^[A-Z][A-Z0-9_]*=")
 
 # Where the machine has a GPU these inputs are valid.
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="valid on a machine with a GPU")
@@ -66,7 +69,10 @@ BAD_INPUTS = [
         ["data.val_fraction=0", "data.val_split=stratified"],
         r"data.val_split=stratified .* data.val_fraction=0 holds none out, so nothing reads it",
     ),
-    (["backbone.freeze_bn=true"], r"backbone.freeze_bn=true .* backbone=mlp has none, so nothing reads it"),
+    (
+        ["backbone.freeze_bn=true"],
+        r"backbone.freeze_bn=true .* the trunk of backbone \(MLP\) has none, so nothing reads it",
+    ),
     (
         ["scheduler=none", "+scheduler.gamma=0.5"],
         r"scheduler={gamma: 0.5} has no _target_, the class it builds; give it, e.g. 'scheduler={_target_: "
@@ -76,12 +82,13 @@ BAD_INPUTS = [
     (
         ["callbacks=knn_detection", "noise=none"],
         r"callbacks.knn_detection scores how well the flipped labels are found, but this run's noise "
-        r"\(noise=none\) flips 0 of \d+, so it would log nothing; drop it, or add noise",
+        r"flips 0 of \d+, so it would log nothing; drop it, or add noise",
     ),
     (
         ["data.unlabeled_fraction=0.5"],
         r"data.unlabeled_fraction=0.5 hides that share of the training labels for a semi-supervised method, "
-        r"but loss=triplet reads no unlabeled sample, so the run would train on the rest alone",
+        r"but the loss \(TripletMarginLoss\) reads no unlabeled sample, so the run would train on the rest "
+        r"alone",
     ),
     (
         ["tune.trials=5"],
@@ -119,12 +126,63 @@ BAD_INPUTS = [
     ),
     (
         ["backbone=mlp", "module.channels_last=true"],
-        r"module.channels_last=true .* but backbone=mlp has no 2-d convolution, so nothing reads it; drop",
+        r"module.channels_last=true .* but the backbone \(MLP\) has no 2-d convolution, so nothing reads it",
     ),
     pytest.param(
         ["data.pin_memory=true"],
         r"data.pin_memory=true .* but this run trains on the CPU, so nothing reads it; drop data.pin_memory",
         marks=NO_GPU,
+    ),
+    # Keys their objects' other settings leave unread (each class's unread_keys), and the libraries'.
+    (
+        ["+trainer.gradient_clip_algorithm=value"],
+        r"trainer.gradient_clip_algorithm=value says how gradients are clipped, but "
+        r"trainer.gradient_clip_val is not set, so none is and nothing reads it",
+    ),
+    (
+        ["data.val_fraction=0", "trainer.check_val_every_n_epoch=1"],
+        r"trainer.check_val_every_n_epoch=1 says when or how much the run validates, but it holds out no "
+        r"validation split \(data.val_fraction=0\) and scores none at validation, so nothing reads it",
+    ),
+    (
+        ["callbacks.checkpoint.every_n_train_steps=1000"],
+        r"callbacks.checkpoint.every_n_train_steps=1000 saves every that many steps, but the run trains \d+, "
+        r"so it saves none and nothing reads it",
+    ),
+    (
+        ["+trainer.sync_batchnorm=true"],
+        r"trainer.sync_batchnorm=true shares BatchNorm's statistics between the processes .* this run is one "
+        r"process, so nothing reads it",
+    ),
+    pytest.param(
+        ["trainer.benchmark=true"],
+        r"trainer.benchmark=true lets cuDNN choose .* this run trains on the CPU, so nothing reads it",
+        marks=NO_GPU,
+    ),
+    (
+        ["backbone=bayesian_mlp", "backbone.eval_samples=50"],
+        r"backbone.eval_samples=50 .* backbone.predict=mean tests the posterior means, so nothing reads it; "
+        r"drop backbone.eval_samples, or average samples: backbone.predict=sample_average",
+    ),
+    (
+        ["miner=easy_positive", "miner.negatives=random", "miner.epsilon=0.3"],
+        r"miner.epsilon=0.3 is a parameter of other negative rules than miner.negatives=random, which does "
+        r"not read it; drop miner.epsilon",
+    ),
+    (
+        ["callbacks=loss_detection", "loss=trimmed"],
+        r"callbacks.loss_detection reads each sample's loss from the loss's reducer, but the loss "
+        r"\(TrimmedLoss\) has none, so it would log nothing",
+    ),
+    (
+        ["callbacks=early_stopping", "data.val_fraction=0.2"],
+        r"callbacks.early_stopping stops the run after patience=3 validations without improvement, but the "
+        r"run validates 1 time, so it can never stop it early",
+    ),
+    (
+        ["noise=nearest_class", "noise.backbone=${backbone}"],
+        r"noise.backbone=\$\{backbone\} embeds the samples .* noise.features=inputs compares their inputs, "
+        r"so nothing reads it; drop noise.backbone, or compare embeddings: noise.features=backbone",
     ),
     (
         ["trainer.max_steps=100000"],
@@ -219,6 +277,24 @@ BAD_INPUTS = [
         ["data.val_fraction=0.99"],
         r"data.val_fraction=0.99 leaves too little to train on \(data.K=6 is larger than every class .*\); "
         r"lower data.val_fraction",
+    ),
+    (
+        ["data.val_split=class_disjoint", "data.val_fraction=0.99"],
+        r"data.val_fraction=0.99 holds out 10 of the 10 training classes, leaving 0 to train on; a batch "
+        r"draws at least 2 classes: e.g. data.val_fraction=0.8 data.P=2 \(holds out 8, leaves 2\), or "
+        r"data.val_split=stratified",
+    ),
+    (
+        [
+            "dataset.split=disjoint",
+            "dataset.train_digits=[0,1]",
+            "data.P=2",
+            "data.val_split=class_disjoint",
+            "data.val_fraction=0.4",
+        ],
+        r"data.val_fraction=0.4 holds out 1 of the 2 training classes; .*: with 2 no class-disjoint split "
+        r"is possible; use data.val_split=stratified \(a share of every class\), or data.val_fraction=0 for "
+        r"none$",
     ),
     (["data.num_workers=-1"], r"data.num_workers=-1 must be >= 0"),
     (["data.unlabeled_fraction=1.0"], r"data.unlabeled_fraction=1.0 is outside \[0, 1\)"),
@@ -757,6 +833,26 @@ BAD_INPUTS = [
         r"logger.csv.save_dir=...",
     ),
     (
+        ["+logger.csv.flush_logs_every_n_steps=0"],
+        r"logger.csv.flush_logs_every_n_steps=0 must be >= 1; e.g. logger.csv.flush_logs_every_n_steps=100",
+    ),
+    (
+        ["NOISYDML_DATA_DIR=/proc/nodir", "noise=instance_dependent"],
+        r"noise.cache_dir=/proc/nodir/cache cannot be written \(.*\); choose a writable folder with "
+        r"noise.cache_dir=..., or point NOISYDML_DATA_DIR \(now /proc/nodir, which holds it\) at a "
+        r"writable one$",
+    ),
+    (
+        ["NOISYDML_DATA_DIR=/proc/nodir", "dataset=extracted"],
+        r"dataset.cache_dir=/proc/nodir/cache cannot be written \(.*\); choose a writable folder with "
+        r"dataset.cache_dir=..., or point NOISYDML_DATA_DIR \(now /proc/nodir, which holds it\)",
+    ),
+    (
+        ["NOISYDML_DATA_DIR=/proc/nodir", "dataset=mnist", "dataset.download=true"],
+        r"dataset.root=/proc/nodir/mnist cannot be written \(.*\); choose a writable folder with "
+        r"dataset.root=..., or point NOISYDML_DATA_DIR \(now /proc/nodir, which holds it\)",
+    ),
+    (
         ["data.filter={keep: true}"],
         r"data.filter={keep: true} has no _target_, the class it builds; give it, e.g. "
         r"'data.filter={_target_: noisydml.data.knn_filter.KnnLabelFilter}'",
@@ -792,7 +888,8 @@ BAD_INPUTS = [
     ),
     (
         ["module.loss_lr=0.01"],
-        r"module.loss_lr=0.01 is the learning rate of the loss's own parameters, but loss=triplet has none, "
+        r"module.loss_lr=0.01 is the learning rate of the loss's own parameters, but the loss "
+        r"\(TripletMarginLoss\) has none, "
         r"so nothing reads it; drop module.loss_lr",
     ),
     (
@@ -807,6 +904,11 @@ BAD_INPUTS = [
         r"logger.wandb.id=a/b is refused by W&B \(Run ID cannot contain the characters: .*\); give an id "
         r"of letters, digits, '-' and '_', e.g. logger.wandb.id=run_1, or logger.wandb.id=null",
     ),
+    (
+        ["WANDB_MODE=disabeld", "logger=wandb"],
+        r"WANDB_MODE=disabeld is not a mode W&B takes \(one of: online, offline, .*\); e.g. "
+        r"WANDB_MODE=disabled, or unset WANDB_MODE",
+    ),
     pytest.param(
         ["logger=mlflow", "logger.mlflow.tracking_uri=file:./mlruns"],
         r"logger.mlflow.tracking_uri=file:./mlruns is a file store, which MLflow \S+ refuses .*; use one, "
@@ -818,6 +920,14 @@ BAD_INPUTS = [
         ["logger=mlflow", "logger.mlflow.experiment_name=''"],
         r"logger.mlflow.experiment_name='' is refused by MLflow \(Invalid experiment name: ''\); give a "
         r"name, e.g. logger.mlflow.experiment_name=noisydml",
+        marks=pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="MLflow not installed"),
+    ),
+    # Port 9 (discard) has no server: MLflow's client retried it for minutes before the run failed.
+    pytest.param(
+        ["MLFLOW_TRACKING_URI=http://127.0.0.1:9", "logger=mlflow"],
+        r"logger.mlflow.tracking_uri=http://127.0.0.1:9 \(the environment variable MLFLOW_TRACKING_URI\) "
+        r"does not answer \(.*\), and MLflow would retry it for minutes while the run waits; start the "
+        r"server there, set MLFLOW_TRACKING_URI to one that answers, or unset it",
         marks=pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="MLflow not installed"),
     ),
 ]
@@ -871,9 +981,13 @@ def _files(folder: Path) -> dict[str, bytes]:
     ("overrides", "message"), BAD_INPUTS, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
 )
 def test_bad_input_is_refused_before_training_with_key_value_and_fix(
-    compose_config, data, finished, overrides, message
+    compose_config, data, finished, monkeypatch, overrides, message
 ):
     given = [o.replace("{data}", str(data)).replace("{finished}", str(finished)) for o in overrides]
+    # An environment variable (WANDB_MODE=...) is set for the run, as the shell would.
+    for variable in [o for o in given if ENVIRONMENT.match(o)]:
+        monkeypatch.setenv(*variable.split("=", 1))
+    given = [o for o in given if not ENVIRONMENT.match(o)]
     run_dir = [o.split("=", 1)[1] for o in given if o.startswith("hydra.run.dir=")]
     # An experiment's run shortened by conftest's TINY would be another run than the experiment's.
     tiny = not any(o.startswith("experiment=") for o in given)
@@ -946,7 +1060,8 @@ def test_a_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_checkpoint(
     cfg = compose_config(
         "loss._target_=test_bad_input.NaNAfter", "trainer.max_epochs=3", "data.batches_per_epoch=2"
     )
-    with pytest.raises(FloatingPointError, match=r"loss NaNAfter is nan at epoch 3, step 4"):
+    # One line, printed by Hydra without the training loop's traceback (a CompactHydraException).
+    with pytest.raises(Diverged, match=r"loss NaNAfter is nan at epoch 3, step 4"):
         train(cfg)
     checkpoint = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
     assert torch.load(checkpoint, weights_only=True)["global_step"] == 4

@@ -85,6 +85,22 @@ def test_resume_of_a_folder_that_holds_no_run_says_so(tmp_path):
     assert f"resume={tmp_path}: no run directory there" in out.stderr
 
 
+def test_resume_with_another_folder_is_refused_not_dropped(tmp_path):
+    # resume=<dir> continues the run in its folder: a folder given beside it was silently replaced.
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("[]\n")
+    other = tmp_path / "other"
+    arguments = [NOISYDML, f"resume={run}", f"hydra.run.dir={other}"]
+    out = subprocess.run(arguments, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and not other.exists()
+    assert out.stderr.strip().splitlines() == [
+        f"resume={run} continues that run in its own folder, so hydra.run.dir={other} would not be read; "
+        "drop hydra.run.dir (a new run of its config in another folder: its overrides without resume=, with "
+        "hydra.run.dir=...)"
+    ]
+
+
 @pytest.mark.slow
 def test_a_sweep_says_which_jobs_failed_and_why(tmp_path):
     sweep = tmp_path / "sweep"

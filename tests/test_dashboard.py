@@ -296,6 +296,74 @@ def test_store_names_times_and_view_of_runs_old_and_new(tmp_path):
     assert imported.paths()["runs"].endswith(f"?viewStateShareKey={imported.view}")
 
 
+def test_each_stored_run_ends_with_the_status_its_record_says(tmp_path):
+    """``--store`` left an evaluated run (noisydml-eval) and a debug run RUNNING in MLflow: every run that
+    ran to its end ends FINISHED or FAILED, an interrupted one KILLED, and only one recorded running runs."""
+    from mlflow.tracking import MlflowClient
+
+    from noisydml.dashboard.cli import build_store
+    from noisydml.utils import run_directory as recorded
+
+    expected = {
+        recorded.RUNNING: "RUNNING",
+        recorded.FINISHED: "FINISHED",
+        recorded.LEGACY_FINISHED: "FINISHED",
+        recorded.FAILED: "FAILED",
+        recorded.INTERRUPTED: "KILLED",
+        recorded.DEBUG: "FINISHED",
+        recorded.UNSELECTED: "FINISHED",
+        recorded.STOPPED: "FINISHED",
+        recorded.EVALUATED: "FINISHED",
+        recorded.DIVERGED: "FAILED",
+    }
+    # Every status results.json records: the module's docstring has a bullet per status, or statuses.
+    bullets = re.findall(r"^- (.*?):", recorded.__doc__, re.M)
+    documented = {status for bullet in bullets for status in re.findall(r"``(\w+)``", bullet)}
+    assert documented | {recorded.LEGACY_FINISHED} == set(expected)
+    runs = tmp_path / "runs"
+    for status in expected:
+        (runs / status).mkdir(parents=True)
+        record = {"status": status, "config": {"name": "default"}, "metrics": {"test/recall@1": 0.5}}
+        (runs / status / "results.json").write_text(json.dumps(record))
+
+    (imported,) = build_store([runs], tmp_path / "store")
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    stored = {
+        run.data.tags["status"]: run.info.status for run in client.search_runs([imported.experiment_id])
+    }
+    assert stored == expected
+
+
+def test_a_relative_store_is_served(tmp_path, monkeypatch):
+    """``--store outputs/dashboard`` stopped with a traceback once the store was built (a relative path has
+    no file URI for MLflow's artifacts): the server is given the absolute folder."""
+    from noisydml.dashboard import cli
+
+    started: list[list[str]] = []
+
+    class Server:
+        pid = 0
+
+        def __init__(self, command: list[str], **kwargs) -> None:
+            started.append(command)
+
+        def poll(self) -> int:
+            return 0
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(cli.subprocess, "Popen", Server)
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "store").mkdir()
+    assert cli.serve(Path("store"), 5000) == 0
+    (command,) = started
+    assert (
+        command[command.index("--default-artifact-root") + 1] == (tmp_path / "store" / "artifacts").as_uri()
+    )
+
+
 def test_a_store_the_dashboard_did_not_build_is_never_replaced(tmp_path):
     """``--store`` on a folder holding the user's own MLflow store (``logger=mlflow``'s ``mlflow.db``) is
     refused before anything is written; a store the dashboard built is rebuilt."""

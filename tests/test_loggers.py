@@ -161,3 +161,49 @@ def test_wandb_online_without_an_account_is_refused_before_the_run(monkeypatch, 
     (tmp_path / "netrc").write_text("machine wandb.example.org login user password key\n")
     (tmp_path / "netrc").chmod(0o600)
     assert choose_wandb_mode() == "online"
+
+
+def test_an_mlflow_server_that_does_not_answer_is_refused_at_once_naming_the_variable(monkeypatch):
+    """MLflow's client retried an unreachable MLFLOW_TRACKING_URI for minutes while the run waited, its
+    record left ``running``; the logger's check probes it once, and a server that answers any way passes."""
+    import http.server
+    import socket
+    import threading
+    import time
+
+    pytest.importorskip("mlflow", reason='logger=mlflow needs: pip install ".[mlflow]"')
+    from noisydml.loggers.mlflow_names import PROBE_TIMEOUT_S, ReadableMLFlowLogger
+    from noisydml.utils.checks import BadValue
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{free.getsockname()[1]}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", closed)
+    started = time.monotonic()
+    with pytest.raises(BadValue) as refused:
+        ReadableMLFlowLogger.check_arguments("noisydml", tracking_uri=closed)
+    assert time.monotonic() - started < PROBE_TIMEOUT_S
+    assert str(refused.value.under("logger.mlflow")) == (
+        f"logger.mlflow.tracking_uri={closed} (the environment variable MLFLOW_TRACKING_URI) does not answer "
+        "(Connection refused), and MLflow would retry it for minutes while the run waits; start the server "
+        "there, set MLFLOW_TRACKING_URI to one that answers, or unset it to log to the local store "
+        "sqlite:///outputs/mlflow.db"
+    )
+    # Given in the config, not the environment: the fix is the key's.
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    with pytest.raises(
+        BadValue, match=r"give one that answers, e.g. tracking_uri=sqlite:///outputs/mlflow.db$"
+    ):
+        ReadableMLFlowLogger.check_arguments("noisydml", tracking_uri=closed)
+
+    # Any answer is a server's (an error status: a proxy, a login), and a database store is local.
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ReadableMLFlowLogger.check_arguments(
+            "noisydml", tracking_uri=f"http://127.0.0.1:{server.server_port}"
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    ReadableMLFlowLogger.check_arguments("noisydml", tracking_uri="sqlite:///outputs/mlflow.db")

@@ -727,6 +727,79 @@ def test_calculator_without_p_names_the_missing_flag(capsys: pytest.CaptureFixtu
     assert "--theory needs --p" in capsys.readouterr().err
 
 
+def _refused(argv: list[str], capsys: pytest.CaptureFixture) -> str:
+    """argparse's one-line refusal of ``argv``: the last line of what it prints."""
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (
+            ["--p", "0.2"],
+            "--p 0.2 is read only with --theory, so nothing here would read it; add --theory, or drop --p",
+        ),
+        (["--classes", "10"], "--classes 10 is read only with --theory"),
+        (
+            ["--against", "board", "--eta", "2"],
+            "--eta 2 is read only with --theory or by a report of run folders, so nothing here would read "
+            "it; add --theory or drop --against, or drop --eta",
+        ),
+        (["--against", "board", "--metrics", "test/nmi"], "--metrics test/nmi is read only by a report"),
+    ],
+)
+def test_a_flag_nothing_reads_is_refused_before_the_report_is_written(
+    le_sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture, flags: list[str], expected: str
+) -> None:
+    out = tmp_path / "reports"
+    said = _refused([str(le_sweep), "--out", str(out), "--no-wandb", *flags], capsys)
+    assert said.startswith(f"noisydml-report: error: {expected}"), said
+    assert not out.exists()
+
+
+def test_a_report_flag_of_the_calculator_alone_is_refused(capsys: pytest.CaptureFixture) -> None:
+    said = _refused(["--theory", "--p", "0.2", "--classes", "10", "--out", "elsewhere"], capsys)
+    assert said == (
+        "noisydml-report: error: --out elsewhere is read only by a report of run folders or by --against "
+        "with run folders, so nothing here would read it; give run folders, or drop --out"
+    )
+    assert capsys.readouterr().out == ""
+    # --no-wandb is honoured wherever it is given: only a report logs to W&B.
+    assert main(["--theory", "--p", "0.2", "--classes", "10", "--no-wandb"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (
+            ["--eta", "-3"],
+            "--eta=-3.0 must be >= 1 (eta is the hard/easy negative sampling ratio, at least 1); ",
+        ),
+        (["--eta", "2", "nan"], "--eta=nan is not a number; give one, e.g. --eta 2"),
+        (["--theory", "--p", "1.5", "--classes", "10"], "--p=1.5 is outside [0, 1]"),
+        (["--theory", "--p", "0.2", "--classes", "1"], "--classes=1 must be >= 2"),
+    ],
+)
+def test_a_numeric_flag_out_of_range_is_refused_as_the_arguments_are_parsed(
+    le_sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture, flags: list[str], expected: str
+) -> None:
+    out = tmp_path / "reports"
+    said = _refused([str(le_sweep), "--out", str(out), "--no-wandb", *flags], capsys)
+    assert said.startswith(f"noisydml-report: error: {expected}"), said
+    # Nothing was printed by the calculator, and no report written: no figure drew the bound first.
+    assert capsys.readouterr().out == "" and not out.exists()
+
+
+def test_every_numeric_flag_has_a_range() -> None:
+    from noisydml.report.cli import RANGES, build_parser
+
+    numeric = {a.dest for a in build_parser()._actions if a.type in (int, float)}
+    assert numeric == set(RANGES)
+
+
 def test_method_sweep_with_nested_job_dirs_labels_jobs_that_never_ran(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     task = ["method=le2019/triplet_random_semihard,le2019/triplet_fixed_semihard", "seed=0"]

@@ -304,7 +304,7 @@ def test_resuming_a_finished_run_with_another_config_is_refused_and_touches_noth
     assert changed.returncode == 1
     message = (
         f"{run_dir} holds a finished run of another config (backbone.embedding_size: 32 there, 64 here), "
-        "which is left as it is; run without resume= for a new directory"
+        f"which is left as it is; run this config in another folder, e.g. hydra.run.dir={run_dir}-2"
     )
     assert message in changed.stderr and "Traceback" not in changed.stderr
     assert snapshot(run_dir) == before

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from hydra.utils import instantiate
+from pytorch_metric_learning.losses import TripletMarginLoss
 
 from configs import options
 from hydra_plugins.noisydml_sweeper.noisydml_sweeper import NoisydmlSweeper
@@ -434,17 +435,44 @@ def test_a_loss_draws_its_own_tuples_by_its_parameters_without_a_miner(compose_c
 def test_a_protocols_frozen_batchnorm_is_a_default_for_the_backbones_it_runs(compose_choices):
     # The yu2018 protocol freezes its GoogLeNet's BatchNorm; its MNIST figure runs a LeNet, which has none:
     # the protocol's value is no choice of the run, so the run is not refused; given for it, it is.
-    cfg, choices = compose_choices("experiment=yu2018/fig4_mnist")
+    cfg, _ = compose_choices("experiment=yu2018/fig4_mnist")
     backbone = instantiate(cfg.backbone)
     assert cfg.backbone.freeze_bn and type(backbone.trunk).__name__ == "LeNet"
-    # What the rule reads of the built parts: the backbone, and whether a validation split is held out.
-    parts = SimpleNamespace(backbone=backbone), SimpleNamespace(val_set=None)
-    check_unread(cfg, *parts, choices)
-    cfg, choices = compose_choices("experiment=yu2018/fig4_mnist", "backbone.freeze_bn=true")
+    # The built parts the rule asks: the backbone says its unread keys; the rest are no class of ours.
+    model = SimpleNamespace(backbone=backbone, loss=None, miner=None)
+    batches = SimpleNamespace(batches_per_epoch=10)
+    datamodule = SimpleNamespace(noise=None, dataset=None, sampler=batches, validation_stages=[])
+    parts = model, datamodule
+    check_unread(cfg, *parts)
+    cfg, _ = compose_choices("experiment=yu2018/fig4_mnist", "backbone.freeze_bn=true")
     with pytest.raises(
-        BadInput, match=r"^backbone.freeze_bn=true .* backbone=lenet has none, so nothing reads"
+        BadInput, match=r"^backbone.freeze_bn=true .* the trunk of backbone \(LeNet\) has none, so nothing"
     ):
-        check_unread(cfg, *parts, choices)
+        check_unread(cfg, *parts)
+
+
+class SaysUnread(TripletMarginLoss):
+    """A user's loss whose ``note`` its other setting leaves unread: the rule asks every built object."""
+
+    def __init__(self, note: int = 0, reads_note: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.reads_note = reads_note
+
+    def unread_keys(self, parts) -> dict[str, str]:
+        return {} if self.reads_note else {"note": "is read only with {node}.reads_note=true; drop {key}"}
+
+
+def test_a_key_a_built_object_leaves_unread_is_refused_where_given(compose_config):
+    # Any class's unread_keys, a user's too, by the key in the config; only a key given for the run.
+    cfg = compose_config("loss._target_=test_rules.SaysUnread", "+loss.note=1")
+    with pytest.raises(
+        BadInput, match=r"^loss.note=1 is read only with loss.reads_note=true; drop loss.note$"
+    ):
+        train(cfg)
+    cfg = compose_config("loss._target_=test_rules.SaysUnread", "+loss.note=1", "+loss.reads_note=true")
+    model = SimpleNamespace(backbone=None, loss=instantiate(cfg.loss), miner=None)
+    batches = SimpleNamespace(batches_per_epoch=10)
+    check_unread(cfg, model, SimpleNamespace(noise=None, dataset=None, sampler=batches, validation_stages=[]))
 
 
 def test_a_protocols_loss_lr_is_a_default_for_the_methods_it_runs(compose_config):

@@ -118,7 +118,7 @@ def test_validation_split_is_seeded_and_saved_with_the_run(compose_config):
 
 
 def test_no_validation_split_tests_the_last_epoch_as_before(compose_config):
-    cfg = compose_config("data.val_fraction=0", "trainer.check_val_every_n_epoch=1")
+    cfg = compose_config("data.val_fraction=0")
     metrics = train(cfg)
     run_dir = Path(cfg.paths.output_dir)
     assert all(name.startswith("test/") for name in metrics)

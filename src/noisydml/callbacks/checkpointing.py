@@ -30,6 +30,7 @@ from noisydml.utils.atomic import atomic_write
 from noisydml.utils.checks import BadValue, Rule, check_value
 from noisydml.utils.errors import NO_SPACE, BadInput
 from noisydml.utils.run_directory import BEST, LAST, PREVIOUS, RunDir
+from noisydml.utils.unread import Parts
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -93,6 +94,17 @@ class ResumableCheckpoint(ModelCheckpoint):
         # Lightning's constructor takes one trigger; its epoch-end save reads this attribute whatever the
         # step trigger, and skips a step already saved, so both triggers hold.
         self._every_n_epochs = every_n_epochs or 0
+        self.every_n_train_steps = every_n_train_steps
+
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """``every_n_train_steps`` beyond the run's steps (``noisydml.utils.unread``)."""
+        steps, every = parts.steps, self.every_n_train_steps
+        if steps is None or not every or every <= steps:
+            return {}
+        return {
+            "every_n_train_steps": f"saves every that many steps, but the run trains {steps}, so it saves "
+            "none and nothing reads it; drop {key} (a checkpoint is saved each epoch), or give fewer steps"
+        }
 
     def on_exception(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException

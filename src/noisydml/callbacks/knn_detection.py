@@ -38,13 +38,11 @@ from noisydml.data.knn_filter import starting_features
 from noisydml.metrics.label_vote import flip_detection, knn_label_vote
 from noisydml.utils.checks import Rule, check_value
 from noisydml.utils.errors import BadInput
+from noisydml.utils.unread import Parts, no_flips
 
 
 class KnnDetection(pl.Callback):
     """Logs how well the kNN label vote of ``k`` neighbours finds the flipped labels (module docstring)."""
-
-    # It logs nothing where no label is flipped (or every one is).
-    SCORES_FLIPPED = True
 
     def __init__(
         self, k: int = 10, trunk_features: bool = False, batch_size: int = 256, every_validation: bool = False
@@ -68,6 +66,10 @@ class KnnDetection(pl.Callback):
         # The starting vote's numbers, kept in the checkpoint: a resumed run's weights are no longer the
         # ones it started from.
         self._start: dict[str, float] | None = None
+
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """Nothing to log where no label is flipped (``noisydml.utils.unread``)."""
+        return no_flips(parts)
 
     def check_data(self, key: str, datamodule: Any) -> None:
         """Before the first step: the vote reads each training sample's k nearest of the others, so k is below

@@ -28,6 +28,8 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch.utils.hooks import RemovableHandle
 
+from noisydml.utils.unread import Parts, no_flips
+
 # PML's reduction types whose indices name the tuples' samples, the anchor first.
 TUPLE_TYPES = ("pos_pair", "neg_pair", "triplet")
 
@@ -35,15 +37,23 @@ TUPLE_TYPES = ("pos_pair", "neg_pair", "triplet")
 class LossDetection(pl.Callback):
     """Logs how well the per-sample training loss finds the flipped labels (module docstring)."""
 
-    # It logs nothing where no label is flipped (or every one is).
-    SCORES_FLIPPED = True
-
     def __init__(self) -> None:
         self._handle: RemovableHandle | None = None
         self._flipped: np.ndarray | None = None
         self._indices: np.ndarray | None = None
         self._sum = np.zeros(0)
         self._count = np.zeros(0)
+
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """Nothing to log: no label flipped, or a loss whose losses no reducer receives
+        (``noisydml.utils.unread``)."""
+        loss = parts.model.loss
+        if not isinstance(getattr(loss, "reducer", None), torch.nn.Module):
+            return {
+                "": f"reads each sample's loss from the loss's reducer, but the loss ({type(loss).__name__}) "
+                "has none, so it would log nothing; drop it (it scores pytorch-metric-learning's losses)"
+            }
+        return no_flips(parts)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         reducer = getattr(pl_module.loss, "reducer", None)

@@ -17,6 +17,8 @@ from noisydml.core.logging_steps import is_logging_step
 from noisydml.core.seeding import EPOCH, MINING, STEP, derived_seed, reseed
 from noisydml.metrics.evaluator import Evaluator
 from noisydml.utils.checks import Rule, check_value
+from noisydml.utils.errors import Diverged
+from noisydml.utils.unread import Parts
 
 # The learning rate of the loss's own parameters, their group's (null: the optimizer's).
 LOSS_LR = Rule("module.loss_lr", float, 0, open_low=True, optional=True, example="module.loss_lr=1e-2")
@@ -95,6 +97,26 @@ class EmbeddingModule(pl.LightningModule):
         # Every validation's metrics with its epoch, kept in checkpoints so a resumed run has them all.
         self.validation_history: list[dict[str, float]] = []
 
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """The module's keys its backbone and loss leave unused (``noisydml.utils.unread``)."""
+        unread = {}
+        if self.loss_lr is not None:
+            trial = copy.deepcopy(self.loss)
+            hooks_of(trial).setup(parts.datamodule.training_set())
+            if not any(p.requires_grad for p in trial.parameters()):
+                unread["loss_lr"] = (
+                    "is the learning rate of the loss's own parameters, but the loss "
+                    f"({type(self.loss).__name__}) has none, so nothing reads it; drop {{key}} "
+                    f"(optimizer.lr trains the backbone)"
+                )
+        if self.channels_last and not any(isinstance(m, nn.Conv2d) for m in self.backbone.modules()):
+            name = type(getattr(self.backbone, "trunk", self.backbone)).__name__
+            unread["channels_last"] = (
+                f"lays out a convolution's inputs channels last, but the backbone ({name}) has no 2-d "
+                "convolution, so nothing reads it; drop {key}"
+            )
+        return unread
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
@@ -131,7 +153,7 @@ class EmbeddingModule(pl.LightningModule):
         # The check waits for the GPU to finish the loss, and the GPU then waits for the host to launch
         # the backward: last, so nothing else stands between the two.
         if not torch.isfinite(loss):
-            raise FloatingPointError(
+            raise Diverged(
                 f"loss {type(self.loss).__name__} is {loss.item()} at epoch {self.current_epoch + 1}, "
                 f"step {self.global_step}; stopping (lower optimizer.lr or check the data)"
             )

@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> None:
 def serve(store: Path, port: int, announce: Callable[[], None] = lambda: None) -> int:
     """MLflow's server on the store, on loopback only, until it stops or this process is told to;
     ``announce`` once it answers."""
-    artifacts = store / "artifacts"
+    # A file URI names an absolute path (--store outputs/dashboard is relative to here).
+    artifacts = store.resolve() / "artifacts"
     artifacts.mkdir(exist_ok=True)
     command = [
         sys.executable,

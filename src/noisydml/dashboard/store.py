@@ -31,7 +31,17 @@ from noisydml.loggers.mlflow_names import mlflow_key
 from noisydml.loggers.run_fields import UNNAMED_PREFIXES, choice_keys, run_name, summary_fields
 from noisydml.utils.method_names import method_label
 from noisydml.utils.metric_names import SELECTED, selected, with_selected_names
-from noisydml.utils.run_directory import RunDir
+from noisydml.utils.run_directory import (
+    DEBUG,
+    EVALUATED,
+    FINISHED,
+    INTERRUPTED,
+    LEGACY_FINISHED,
+    RUNNING,
+    STOPPED,
+    UNSELECTED,
+    RunDir,
+)
 
 RESULTS = "results.json"
 HISTORY = Path("csv") / "metrics.csv"
@@ -285,7 +295,13 @@ def _note(run_dir: Path, results: dict) -> str:
 
 
 def _mlflow_status(status: str | None) -> str:
-    return {"finished": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}.get(status or "", "RUNNING")
+    """The MLflow status of a run whose ``results.json`` records ``status``: RUNNING only for a run recorded
+    running, KILLED for one interrupted, FAILED for one that failed or diverged, FINISHED for every other
+    that ran to its end (a debug, evaluated, stopped or unselected run too: its ``status`` tag and note say
+    it is no result). A status this version does not know is FAILED, its tag saying which."""
+    if status in (FINISHED, LEGACY_FINISHED, DEBUG, UNSELECTED, STOPPED, EVALUATED):
+        return "FINISHED"
+    return {RUNNING: "RUNNING", INTERRUPTED: "KILLED"}.get(status or "", "FAILED")
 
 
 def _is_number(value) -> bool:

@@ -10,7 +10,7 @@ import pytorch_lightning as pl
 from torch.utils.data import DataLoader, Dataset, default_collate
 from torch.utils.data.distributed import DistributedSampler
 
-from noisydml.core.hooks import TrainingSet
+from noisydml.core.hooks import TrainingSet, hooks_of
 from noisydml.data.base import LabeledDataset, Splits
 from noisydml.data.sampler import SMALL_CLASS_POLICIES, PKSampler
 from noisydml.noise import NoisyLabels, summarize
@@ -19,6 +19,7 @@ from noisydml.utils.atomic import atomic_write
 from noisydml.utils.checks import Rule, check_fraction, check_value
 from noisydml.utils.errors import BadInput
 from noisydml.utils.random_state import streams_kept
+from noisydml.utils.unread import Parts
 
 # Second words of the seeds of the draws that hide labels and hold out the validation split, so they are
 # independent of each other and of the sampler's (seed, epoch) streams.
@@ -152,6 +153,32 @@ class MetricDataModule(pl.LightningDataModule):
         # The samples data.filter dropped, so that a run's files hold every noisy label drawn.
         self.filtered: NoisyLabels | None = None
 
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """The keys this run's split, method and machine leave unused (``noisydml.utils.unread``)."""
+        unread = {}
+        held_out = (
+            "holds none out, so nothing reads it; drop {key}, or hold one out, e.g. {node}.val_fraction=0.1"
+        )
+        if self.val_set is None:
+            unread["val_labels"] = (
+                f"says how the validation split is scored, but {{node}}.val_fraction=0 {held_out}"
+            )
+            unread["val_split"] = (
+                f"says how the validation split is drawn, but {{node}}.val_fraction=0 {held_out}"
+            )
+        if self.unlabeled_fraction and not hooks_of(parts.model.loss).reads_unlabeled():
+            unread["unlabeled_fraction"] = (
+                "hides that share of the training labels for a semi-supervised method, but the loss "
+                f"({type(parts.model.loss).__name__}) reads no unlabeled sample, so the run would train on "
+                "the rest alone; drop {key}, or use a loss that reads them, e.g. loss=semi_adapted_triplet"
+            )
+        if self.pin_memory and parts.on_cpu:
+            unread["pin_memory"] = (
+                "pins batches in memory for their copy to a GPU, but this run trains on the CPU, so nothing "
+                "reads it; drop {key}"
+            )
+        return unread
+
     def setup(self, stage: str | None = None) -> None:
         """Read the data set and draw the noisy labels; idempotent, and cheap after the first call."""
         if self.train_set is not None:
@@ -233,12 +260,8 @@ class MetricDataModule(pl.LightningDataModule):
         classes = np.unique(observed)
         if self.resolved_val_split == "class_disjoint":
             count = int(np.rint(round(self.val_fraction * len(classes), 9)))
-            if count < 2:
-                raise ValueError(
-                    f"data.val_fraction={self.val_fraction} holds out {count} of the {len(classes)} "
-                    "training classes; a class-disjoint validation split needs at least 2: raise "
-                    "data.val_fraction, set data.val_split=stratified, or data.val_fraction=0 for none"
-                )
+            if count < 2 or len(classes) - count < 2:
+                raise BadInput(_disjoint_refusal(self.val_fraction, count, len(classes), self.P))
             return np.isin(observed, rng.choice(classes, size=count, replace=False))
         held_out = np.zeros(len(observed), dtype=bool)
         for c in classes:
@@ -441,6 +464,29 @@ class MetricDataModule(pl.LightningDataModule):
             _write_labels(unlabeled_path, self.unlabeled_set.noisy)
         if self.val_set is not None:
             _write_labels(validation_path, self.val_set.noisy)
+
+
+def _disjoint_refusal(fraction: float, count: int, classes: int, P: int) -> str:
+    """Why ``data.val_fraction=fraction`` draws no class-disjoint validation split of ``classes`` training
+    classes (it holds out ``count``; the split needs 2 and training 2 left), with a value that draws one:
+    the count nearest ``count`` that does, and the ``data.P`` the classes left allow."""
+    held = f"data.val_fraction={fraction} holds out {count} of the {classes} training classes"
+    if count < 2:
+        held += "; a class-disjoint validation split needs at least 2, and 2 left to train on"
+    else:
+        held += f", leaving {classes - count} to train on; a batch draws at least 2 classes"
+    other = "data.val_split=stratified (a share of every class), or data.val_fraction=0 for none"
+    if classes < 4:
+        return f"{held}: with {classes} no class-disjoint split is possible; use {other}"
+    target = min(max(count, 2), classes - 2)
+    left = classes - target
+    value = next(
+        f
+        for digits in range(1, 10)
+        if int(np.rint(round((f := round(target / classes, digits)) * classes, 9))) == target
+    )
+    batch = f" data.P={left}" if left < P else ""
+    return f"{held}: e.g. data.val_fraction={value}{batch} (holds out {target}, leaves {left}), or {other}"
 
 
 def _subset(noisy: NoisyLabels, mask: np.ndarray) -> NoisyLabels:

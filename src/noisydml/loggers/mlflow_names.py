@@ -9,13 +9,22 @@ and in the one ``noisydml-dashboard`` builds. A run is named by its job's overri
 from __future__ import annotations
 
 import os
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlparse
 
 from pytorch_lightning.loggers import MLFlowLogger
 
 from noisydml.loggers.run_fields import job_name
 from noisydml.utils.checks import BadValue
+
+# Seconds a tracking server is given to answer one request before anything logs to it: MLflow's client
+# retries a server that does not answer with backoff (MLFLOW_HTTP_REQUEST_MAX_RETRIES), for minutes.
+PROBE_TIMEOUT_S = 5.0
+TRACKING_VARIABLE = "MLFLOW_TRACKING_URI"
 
 
 def mlflow_key(name: str) -> str:
@@ -39,6 +48,40 @@ def check_store(tracking_uri: str | None) -> None:
         "(it keeps only database stores up to date); use one, e.g. "
         "tracking_uri=sqlite:///outputs/mlflow.db, or set the environment variable "
         "MLFLOW_ALLOW_FILE_STORE to true to keep the file store",
+    )
+
+
+def check_server(tracking_uri: str | None) -> None:
+    """An HTTP(S) tracking server answers one request within :data:`PROBE_TIMEOUT_S`; any answer counts (an
+    error status, a certificate only MLflow's own settings verify), no connection is refused, naming
+    ``MLFLOW_TRACKING_URI`` where the address is its value. Other stores (a database, a folder) are local."""
+    if not tracking_uri or urlparse(tracking_uri).scheme not in ("http", "https"):
+        return
+    try:
+        with urllib.request.urlopen(f"{tracking_uri.rstrip('/')}/health", timeout=PROBE_TIMEOUT_S):
+            return
+    except urllib.error.HTTPError:
+        return
+    except OSError as error:
+        reason = error.reason if isinstance(error, urllib.error.URLError) else error
+        if isinstance(reason, ssl.SSLError):
+            return
+        why = getattr(reason, "strerror", None) or str(reason)
+    if os.environ.get(TRACKING_VARIABLE) == tracking_uri:
+        where = f" (the environment variable {TRACKING_VARIABLE})"
+        fix = (
+            f"start the server there, set {TRACKING_VARIABLE} to one that answers, or unset it to log "
+            "to the local store sqlite:///outputs/mlflow.db"
+        )
+    else:
+        where, fix = (
+            "",
+            "start the server there, or give one that answers, e.g. tracking_uri=sqlite:///outputs/mlflow.db",
+        )
+    raise BadValue(
+        "tracking_uri",
+        f"={tracking_uri}{where} does not answer ({why}), and MLflow would retry it for minutes while the "
+        f"run waits; {fix}",
     )
 
 
@@ -73,10 +116,13 @@ class ReadableMLFlowLogger(MLFlowLogger):
 
     @staticmethod
     def check_arguments(experiment_name: str = "lightning_logs", **kwargs: Any) -> None:
-        """The store and the experiment's name as MLflow takes them, checked without building the logger
-        (which builds the store: ``noisydml.run.checks.library.check_built``)."""
-        check_store(kwargs.get("tracking_uri", os.environ.get("MLFLOW_TRACKING_URI")))
+        """The store and the experiment's name as MLflow takes them, and a tracking server that answers,
+        checked without building the logger (which builds the store:
+        ``noisydml.run.checks.library.check_built``)."""
+        tracking_uri = kwargs.get("tracking_uri", os.environ.get(TRACKING_VARIABLE))
+        check_store(tracking_uri)
         check_experiment_name(experiment_name)
+        check_server(tracking_uri)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         super().log_metrics({mlflow_key(key): value for key, value in metrics.items()}, step)

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 
 from noisydml.utils.atomic import atomic_write
+from noisydml.utils.checks import Rule, check_value
+
+# How often the rows are written; Lightning takes the remainder of the step by it.
+FLUSH_STEPS = Rule(
+    "flush_logs_every_n_steps", int, 1, example="flush_logs_every_n_steps=100 (Lightning's default)"
+)
 
 
 def keep_rows_before(path: Path, step: int) -> list[dict[str, str]]:
@@ -65,6 +72,23 @@ class _AppendingWriter(ExperimentWriter):
 
 class ResumableCSVLogger(CSVLogger):
     """:class:`~pytorch_lightning.loggers.CSVLogger` that appends to an existing ``metrics.csv``."""
+
+    def __init__(
+        self,
+        save_dir: str | Path,
+        name: str | None = "lightning_logs",
+        version: int | str | None = None,
+        prefix: str = "",
+        flush_logs_every_n_steps: int = 100,
+    ):
+        self.check_arguments(flush_logs_every_n_steps=flush_logs_every_n_steps)
+        super().__init__(save_dir, name, version, prefix, flush_logs_every_n_steps)
+
+    @staticmethod
+    def check_arguments(flush_logs_every_n_steps: int = 100, **kwargs: Any) -> None:
+        """The keys Lightning reads only once the run logs (a step count of 0 divides by zero), checked
+        without building the logger (``noisydml.run.checks.library.check_built``)."""
+        check_value(FLUSH_STEPS, flush_logs_every_n_steps)
 
     @property
     def experiment(self) -> ExperimentWriter:

@@ -16,6 +16,7 @@ from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
 
 from noisydml.miners.draw import draw_one
 from noisydml.utils.checks import NONNEGATIVE_MARGIN, BadValue, check_value, parameter_range
+from noisydml.utils.unread import Parts
 
 # What an anchor without a semi-hard negative gets (SemihardNegatives.fallback).
 FALLBACKS = ("none", "random")
@@ -191,6 +192,8 @@ class EasyThresholdNegatives(MultiSimilarityNegatives):
         return d_ap
 
 
+# The miner's keys that are its rules' parameters.
+RULE_PARAMETERS = ("margin", "fallback", "cutoff", "nonzero_loss_cutoff", "epsilon")
 # ``miner.negatives=<name>``: the rule of that name, made from the miner's keys that are its parameters.
 NEGATIVE_RULES: dict[str, type[NegativeRule]] = {
     rule.name: rule
@@ -249,6 +252,10 @@ class EasyPositiveMiner(BaseMiner):
                 f"={nonzero_loss_cutoff} is not above cutoff={cutoff}: no negative lies between them, so "
                 "none would be drawn; e.g. nonzero_loss_cutoff=1.4 with cutoff=0.5",
             )
+        # The miner's keys that are no parameter of its rule (all of them beside a rule object).
+        rule = NEGATIVE_RULES.get(negatives) if isinstance(negatives, str) else None
+        taken = inspect.signature(rule.__init__).parameters if rule is not None else ()
+        self._unread = [name for name in RULE_PARAMETERS if name not in taken]
         if isinstance(negatives, str):
             negatives = negative_rule(
                 negatives,
@@ -266,6 +273,15 @@ class EasyPositiveMiner(BaseMiner):
         self.add_to_recordable_attributes(
             list_of_names=["num_anchors_without_positive", "num_anchors_without_negative"], is_stat=True
         )
+
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """The keys of the rules other than this miner's (:mod:`noisydml.utils.unread`)."""
+        rule = self.negatives.name
+        return {
+            name: f"is a parameter of other negative rules than {{node}}.negatives={rule}, which does not "
+            "read it; drop {key}"
+            for name in self._unread
+        }
 
     def positives(self, dist: torch.Tensor, is_positive: torch.Tensor) -> torch.Tensor:
         """Each anchor's positive, the easy one: its nearest same-class sample (any index when it has
@@ -298,6 +314,15 @@ class RandomPositiveMiner(EasyPositiveMiner):
     as :class:`EasyPositiveMiner`, with the positive drawn uniformly among the anchor's same-class
     samples instead of the nearest one, as Roth et al.'s samplers draw it. With the same negative rule,
     a baseline and its EPS variant differ only in the positive (Levi Sec. 4.3, 5.2.3)."""
+
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """The keys of the rules other than this miner's (:mod:`noisydml.utils.unread`)."""
+        rule = self.negatives.name
+        return {
+            name: f"is a parameter of other negative rules than {{node}}.negatives={rule}, which does not "
+            "read it; drop {key}"
+            for name in self._unread
+        }
 
     def positives(self, dist: torch.Tensor, is_positive: torch.Tensor) -> torch.Tensor:
         return draw_one(is_positive)

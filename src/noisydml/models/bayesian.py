@@ -33,6 +33,7 @@ from torch import nn
 from noisydml.models.embedding import EMBEDDING_SIZE
 from noisydml.models.small import _ACTIVATIONS
 from noisydml.utils.checks import check_value
+from noisydml.utils.unread import Parts
 
 PREDICT_RULES = ("mean", "sample_average")
 
@@ -168,6 +169,16 @@ class BayesianMLP(nn.Module):
         self.embedding_size = embedding_size
         self.predict = predict
         self.eval_samples = eval_samples
+
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """``eval_samples`` where ``predict=mean`` tests the posterior means (``noisydml.utils.unread``)."""
+        if self.predict != "mean":
+            return {}
+        return {
+            "eval_samples": "is how many sampled networks a test averages, but {node}.predict=mean tests "
+            "the posterior means, so nothing reads it; drop {key}, or average samples: "
+            "{node}.predict=sample_average"
+        }
 
     def embed(self, x: torch.Tensor, sample: bool) -> torch.Tensor:
         """One pass: a sampled network (``sample=True``) or the posterior-mean network."""

@@ -8,6 +8,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from noisydml.utils.checks import Rule, check_value
+from noisydml.utils.unread import Parts
 
 # The width of the embedding, whichever backbone makes it.
 EMBEDDING_SIZE = Rule("backbone.embedding_size", int, 1, example="backbone.embedding_size=128")
@@ -60,6 +61,15 @@ class EmbeddingNet(nn.Module):
                     parameter.requires_grad_(False)
         # Construction leaves modules in training mode; put the frozen BatchNorms in eval right away.
         self.train(self.training)
+
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """``freeze_bn`` on a trunk without BatchNorm (:mod:`noisydml.utils.unread`)."""
+        if not self.freeze_bn or self._trunk_batchnorms():
+            return {}
+        return {
+            "freeze_bn": "freezes the backbone's BatchNorm layers, but the trunk of {node} "
+            f"({type(self.trunk).__name__}) has none, so nothing reads it; drop {{key}}"
+        }
 
     def _trunk_batchnorms(self) -> list[_BatchNorm]:
         return [module for module in self.trunk.modules() if isinstance(module, _BatchNorm)]

@@ -34,6 +34,7 @@ from noisydml.noise.models import (
 )
 from noisydml.noise.protocols import TrainingSplit
 from noisydml.noise.small_cluster import embed_frozen
+from noisydml.utils.unread import Parts
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,15 @@ class NearestClassNoise:
         self.backbone = backbone
         self.batch_size = batch_size
         self.report: dict = {}
+
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """``backbone`` where the samples are compared by their inputs (``noisydml.utils.unread``)."""
+        if self.features == "backbone" or self.backbone is None:
+            return {}
+        return {
+            "backbone": "embeds the samples for their nearest classes, but {node}.features=inputs compares "
+            "their inputs, so nothing reads it; drop {key}, or compare embeddings: {node}.features=backbone"
+        }
 
     def apply(self, labels: np.ndarray, features: np.ndarray) -> NoisyLabels:
         """The noisy labels, given one feature row per sample."""

@@ -50,7 +50,7 @@ from noisydml.report.tables import (
     write_cells_csv,
     write_jobs_csv,
 )
-from noisydml.utils.checks import check_writable
+from noisydml.utils.checks import BadValue, Rule, check_value, check_writable
 from noisydml.utils.run_directory import run_holding
 
 LEGEND = (
@@ -65,6 +65,32 @@ LEGEND = (
 
 # Up to a full stop before a capital ("... digits). Points: ..."), not one inside a citation ("Figs. 1-3").
 _FIRST_SENTENCE = re.compile(r"(.+?\.)(?=\s+[A-Z])")
+
+# The range of each numeric flag, by its dest, checked as the arguments are parsed (each of a list's values).
+RANGES = {
+    "eta": Rule(
+        "--eta", float, 1, example="--eta 2", why="eta is the hard/easy negative sampling ratio, at least 1"
+    ),
+    "p": Rule("--p", float, 0, 1, open_high=False, example="--p 0.2", why="the share of labels flipped"),
+    "classes": Rule(
+        "--classes", int, 2, example="--classes 100", why="labels flip only between 2 or more classes"
+    ),
+}
+# What the command does with a flag: the noise calculator, a report of run folders, or their comparison
+# with a board.
+THEORY, REPORT, AGAINST = "with --theory", "by a report of run folders", "by --against with run folders"
+# The parts that read each flag, by its dest; a flag given where none of them runs would be ignored, and is
+# refused. --no-wandb is honoured everywhere: only a report logs to W&B.
+READERS = {
+    "p": (THEORY,),
+    "classes": (THEORY,),
+    "eta": (THEORY, REPORT),
+    "metrics": (REPORT,),
+    "name": (REPORT, AGAINST),
+    "out": (REPORT, AGAINST),
+    "interval": (REPORT, AGAINST),
+    "against": (AGAINST,),
+}
 
 
 @dataclass
@@ -243,7 +269,8 @@ def check_report_arguments(args: argparse.Namespace) -> None:
         )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's flags."""
     parser = argparse.ArgumentParser(
         prog="noisydml-report",
         description="Tables, figures and the claims summary of noisydml runs, beside the papers' numbers.",
@@ -292,22 +319,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--p", type=float, help="with --theory: the sample label noise rate")
     parser.add_argument("--classes", type=int, help="with --theory: the number of classes K")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before any work, a numeric flag outside its range (:data:`RANGES`) and a flag that no part
+    of this command's run reads (:data:`READERS`), naming the flag, its value and the fix."""
+    for dest, rule in RANGES.items():
+        for value in _listed(getattr(args, dest)):
+            try:
+                check_value(rule, value)
+            except BadValue as error:
+                parser.error(str(error))
+    if not args.theory and not args.paths:
+        parser.error("give sweep or run directories, e.g. noisydml-report outputs/sweeps/<name>/<time>")
+    if args.theory and (args.p is None or args.classes is None):
+        parser.error(
+            "--theory needs --p (the sample noise rate) and --classes (K), "
+            "e.g. --theory --p 0.2 --classes 100"
+        )
+    folders = bool(args.paths)
+    running = {THEORY: args.theory, REPORT: folders and args.against is None}
+    running[AGAINST] = folders and args.against is not None
+    for action in parser._actions:
+        readers = READERS.get(action.dest, ())
+        given = getattr(args, action.dest, None)
+        if not readers or given == action.default or any(running[part] for part in readers):
+            continue
+        flag = action.option_strings[0]
+        shown = " ".join(f"{value:g}" if isinstance(value, float) else str(value) for value in _listed(given))
+        fixes = dict.fromkeys(_what_runs(part, args) for part in readers)
+        parser.error(
+            f"{flag} {shown} is read only {' or '.join(readers)}, so nothing here would read it; "
+            f"{' or '.join(fixes)}, or drop {flag}"
+        )
+
+
+def _listed(given: object) -> list:
+    """A flag's values: a list's items, else the one value given (none for None)."""
+    return given if isinstance(given, list) else [] if given is None else [given]
+
+
+def _what_runs(part: str, args: argparse.Namespace) -> str:
+    """What would make ``part`` of the command run, given ``args``."""
+    if part == THEORY:
+        return "add --theory"
+    if not args.paths:
+        return "give run folders"
+    return "drop --against" if part == REPORT else "add --against BOARD"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_flags(parser, args)
     if args.theory:
-        if args.p is None or args.classes is None:
-            parser.error(
-                "--theory needs --p (the sample noise rate) and --classes (K), "
-                "e.g. --theory --p 0.2 --classes 100"
-            )
         try:
             print(theory_text(args.p, args.classes, args.eta or DEFAULT_ETAS))
         except ValueError as error:
             parser.error(str(error))
         if not args.paths:
             return 0
-    if not args.paths:
-        parser.error("give sweep or run directories, e.g. noisydml-report outputs/sweeps/<name>/<time>")
     if args.against is not None:
         return _against(args)
     try:

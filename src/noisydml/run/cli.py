@@ -53,6 +53,12 @@ def resume_arguments(argv: list[str]) -> list[str]:
             "again (its command, with -m) for a study that sees every trial"
         )
     rest = [a for a in argv if a not in given]
+    if moved := [a for a in rest if a.lstrip("+").startswith(("hydra.run.dir=", "hydra.sweep.dir="))]:
+        sys.exit(
+            f"resume={run_dir} continues that run in its own folder, so {moved[0]} would not be read; drop "
+            f"{moved[0].split('=', 1)[0]} (a new run of its config in another folder: its overrides without "
+            "resume=, with hydra.run.dir=...)"
+        )
     return [*stored_overrides(run_dir), *rest, f"hydra.run.dir={quoted(run_dir)}"]
 
 

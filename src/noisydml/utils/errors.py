@@ -16,6 +16,11 @@ class BadInput(CompactHydraException, ValueError):
     """
 
 
+class Diverged(CompactHydraException, FloatingPointError):
+    """A loss that is no longer finite: one line naming the step and the fix, printed without the
+    training loop's traceback (it is in the run's ``error.log``)."""
+
+
 class DiskFull(CompactHydraException, OSError):
     """No space left for a run's files (a full disk, a quota, a file-size limit): one line that names the
     file and how to go on, printed without the tracebacks of the writes it cut short (they are in the run's

@@ -14,15 +14,25 @@ import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from pytorch_lightning.callbacks import ModelCheckpoint, Timer
+from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint, Timer
 
 from noisydml.callbacks.checkpointing import SelectedCheckpoint
 from noisydml.core.embedding_module import EmbeddingModule
 from noisydml.core.hooks import hooks_of
-from noisydml.run.checks.library import check_optimization
-from noisydml.run.checks.walk import builds, entries, given_keys, import_target, leaves, raw, shown
+from noisydml.run.checks.library import build, check_optimization
+from noisydml.run.checks.walk import (
+    builds,
+    entries,
+    given_keys,
+    import_target,
+    leaves,
+    raw,
+    shown,
+    target_nodes,
+)
 from noisydml.utils.errors import BadInput
 from noisydml.utils.metric_names import VALIDATION, better
+from noisydml.utils.unread import Parts, ReadsItsKeys
 
 # A backbone's parameters that size its input.
 INPUT_SIZES = ("in_features", "in_channels", "input_length", "input_size")
@@ -70,103 +80,31 @@ def check_precision(cfg: DictConfig, trainer: Any, model: Any, datamodule: Any) 
         )
 
 
-def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str, str]) -> None:
+def check_unread(cfg: DictConfig, model: Any, datamodule: Any, processes: int = 1) -> None:
     """A value given for this run (on the command line, a sweep job's own values too) that nothing reads
-    in the parts built: it would be recorded as the run's without having been used. A protocol's or an
-    experiment's value, shared by every method it runs, is a default, not the run's choice (the yu2018
+    in the parts built: it would be recorded as the run's without having been used. Each built object of
+    this package says which of its keys go unread (``unread_keys``, :mod:`noisydml.utils.unread`); the
+    table below is the libraries' (the Trainer, torch's schedulers, Lightning's callbacks). A protocol's or
+    an experiment's value, shared by every method it runs, is a default, not the run's choice (the yu2018
     protocol freezes BatchNorm for its LeNet runs too)."""
     keys = given_keys()
-
-    def loss_has_no_parameters() -> bool:
-        trial = copy.deepcopy(model.loss)
-        hooks_of(trial).setup(datamodule.training_set())
-        return not any(p.requires_grad for p in trial.parameters())
-
-    def has_no_batchnorm() -> bool:
-        return not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.backbone.modules())
-
-    loss, backbone = choices.get("loss"), choices.get("backbone")
-    epochs = OmegaConf.select(cfg, "trainer.max_epochs", default=None)
-    milestones = OmegaConf.select(cfg, "scheduler.milestones", default=None)
-    held_out = "holds none out, so nothing reads it; drop"
-    max_steps = OmegaConf.select(cfg, "trainer.max_steps", default=-1)
-    steps = epochs * datamodule.sampler.batches_per_epoch if isinstance(epochs, int) and epochs > 0 else None
-    on_cpu = not torch.cuda.is_available() or str(cfg.trainer.get("accelerator")) == "cpu"
-    unread = {
-        "module.loss_lr": (
-            loss_has_no_parameters,
-            f"is the learning rate of the loss's own parameters, but loss={loss} has none, so nothing "
-            "reads it; drop module.loss_lr (optimizer.lr trains the backbone)",
-        ),
-        "backbone.freeze_bn": (
-            lambda: bool(cfg.backbone.get("freeze_bn")) and has_no_batchnorm(),
-            f"freezes the backbone's BatchNorm layers, but backbone={backbone} has none, so nothing reads "
-            "it; drop backbone.freeze_bn",
-        ),
-        "data.val_labels": (
-            lambda: datamodule.val_set is None,
-            f"says how the validation split is scored, but data.val_fraction=0 {held_out} data.val_labels, "
-            "or hold one out, e.g. data.val_fraction=0.1",
-        ),
-        "data.val_split": (
-            lambda: datamodule.val_set is None,
-            f"says how the validation split is drawn, but data.val_fraction=0 {held_out} data.val_split, or "
-            "hold one out, e.g. data.val_fraction=0.1",
-        ),
-        "data.unlabeled_fraction": (
-            lambda: (
-                bool(OmegaConf.select(cfg, "data.unlabeled_fraction"))
-                and not hooks_of(model.loss).reads_unlabeled()
-            ),
-            f"hides that share of the training labels for a semi-supervised method, but loss={loss} reads "
-            "no unlabeled sample, so the run would train on the rest alone; drop data.unlabeled_fraction, or "
-            "use a loss that reads them, e.g. loss=semi_adapted_triplet",
-        ),
-        "module.channels_last": (
-            lambda: (
-                bool(cfg.module.get("channels_last"))
-                and not any(isinstance(m, torch.nn.Conv2d) for m in model.backbone.modules())
-            ),
-            f"lays out a convolution's inputs channels last, but backbone={backbone} has no 2-d "
-            "convolution, so nothing reads it; drop module.channels_last",
-        ),
-        "data.pin_memory": (
-            lambda: bool(OmegaConf.select(cfg, "data.pin_memory")) and on_cpu,
-            "pins batches in memory for their copy to a GPU, but this run trains on the CPU, so nothing "
-            "reads it; drop data.pin_memory",
-        ),
-        "trainer.max_steps": (
-            lambda: steps is not None and isinstance(max_steps, int) and max_steps > steps,
-            f"stops training at that step, but trainer.max_epochs={epochs} ends the run after {steps} steps "
-            "first, so nothing reads it; drop trainer.max_steps, or train by steps: trainer.max_epochs=-1",
-        ),
-        "scheduler.milestones": (
-            lambda: isinstance(epochs, int) and epochs > 0 and min(milestones or [epochs]) >= epochs,
-            f"drops the learning rate at those epochs, but the run trains trainer.max_epochs={epochs}, so it "
-            f"reaches none and nothing reads them; give a milestone below {epochs}, or drop "
-            "scheduler.milestones",
-        ),
-    }
-    for key, (ignored, why) in unread.items():
-        if key in keys and ignored():
-            value = shown(OmegaConf.select(cfg, key, default=None))
-            raise BadInput(f"{key}={value} {why}")
-    # A callback chosen for this run that scores the flipped labels, where none is flipped: it logs nothing.
-    scoring = [
-        key
-        for key, node in entries(cfg, "callbacks")
-        if (key in keys or "callbacks" in keys)
-        and builds(node)
-        and getattr(import_target(str(node["_target_"])), "SCORES_FLIPPED", False)
-    ]
-    if scoring:
-        flipped = datamodule.training_set().flipped
-        if not 0 < int(flipped.sum()) < len(flipped):
-            raise BadInput(
-                f"{scoring[0]} scores how well the flipped labels are found, but this run's noise "
-                f"(noise={choices.get('noise')}) flips {int(flipped.sum())} of {len(flipped)}, so it would "
-                "log nothing; drop it, or add noise, e.g. noise=uniform noise.rate=0.2"
-            )
+    steps, most = _steps(cfg, datamodule), OmegaConf.select(cfg, "trainer.max_steps", default=-1)
+    if isinstance(most, int) and most > 0:
+        steps = most if steps is None else min(steps, most)
+    parts = Parts(model, datamodule, _on_cpu(cfg), steps)
+    for path, built in _built_objects(cfg, model, datamodule, keys):
+        for name, why in built.unread_keys(parts).items():
+            key = f"{path}.{name}" if name else path
+            if key in keys or (not name and path.split(".")[0] in keys):
+                value = f"={shown(raw(cfg, key, None))}" if name else ""
+                raise BadInput(f"{key}{value} {why.format(key=key, node=path)}")
+    for key, why in _unread_by_libraries(cfg, datamodule, processes).items():
+        # A callback chosen for the run is given with its keys.
+        given = key in keys or any(k.startswith(f"{key}.") for k in keys)
+        if given or (key.startswith("callbacks.") and "callbacks" in keys):
+            value = raw(cfg, key, None)
+            shown_value = "" if isinstance(value, dict) else f"={shown(value)}"
+            raise BadInput(f"{key}{shown_value} {why}")
     # An experiment's studies: scripts/reproduce.py reads them, and runs each trial with its own values.
     if tuned := sorted(k for k in keys if k == "tune" or k.startswith("tune.")):
         key = tuned[0]
@@ -175,6 +113,133 @@ def check_unread(cfg: DictConfig, model: Any, datamodule: Any, choices: dict[str
             "runs for an experiment's tuned methods, which a run does not read; drop it, or give it to "
             f"scripts/reproduce.py <experiment> {key}=..."
         )
+
+
+def _steps(cfg: DictConfig, datamodule: Any) -> int | None:
+    """The training steps the run's epochs take; None where no count of epochs bounds them."""
+    epochs = OmegaConf.select(cfg, "trainer.max_epochs", default=None)
+    return epochs * datamodule.sampler.batches_per_epoch if isinstance(epochs, int) and epochs > 0 else None
+
+
+def _on_cpu(cfg: DictConfig) -> bool:
+    return not torch.cuda.is_available() or str(cfg.trainer.get("accelerator")) == "cpu"
+
+
+def _built_objects(
+    cfg: DictConfig, model: Any, datamodule: Any, keys: set[str]
+) -> list[tuple[str, ReadsItsKeys]]:
+    """Each object built from a node of the config that says which of its keys go unread, by its node's
+    path: the parts the run holds, the objects inside them by their attribute (``noise.backbone``), and the
+    callbacks given for this run, built for the question (the run builds its own)."""
+    roots = {
+        "module": model,
+        "backbone": model.backbone,
+        "loss": model.loss,
+        "miner": model.miner,
+        "data": datamodule,
+        "noise": datamodule.noise,
+        "dataset": datamodule.dataset,
+    }
+    found = []
+    for path in ["module", *(path for path, _ in target_nodes(cfg))]:
+        root, *inner = path.split(".")
+        if root == "callbacks":
+            node = OmegaConf.select(cfg, path)
+            given = root in keys or any(k == path or k.startswith(f"{path}.") for k in keys)
+            asks = given and hasattr(import_target(str(node["_target_"])), "unread_keys")
+            built = build(path, node) if asks else None
+        else:
+            built = roots.get(root)
+            for attribute in inner:
+                built = getattr(built, attribute, None)
+        if isinstance(built, ReadsItsKeys):
+            found.append((path, built))
+    return found
+
+
+def _unread_by_libraries(cfg: DictConfig, datamodule: Any, processes: int) -> dict[str, str]:
+    """The keys of library classes that the run's other values leave unread, with why and the fix."""
+    trainer = cfg.trainer
+    epochs, steps = trainer.get("max_epochs"), _steps(cfg, datamodule)
+    max_steps = trainer.get("max_steps", -1)
+    milestones = OmegaConf.select(cfg, "scheduler.milestones", default=None)
+    unread = {}
+    if steps is not None and isinstance(max_steps, int) and max_steps > steps:
+        unread["trainer.max_steps"] = (
+            f"stops training at that step, but trainer.max_epochs={epochs} ends the run after {steps} steps "
+            "first, so nothing reads it; drop trainer.max_steps, or train by steps: trainer.max_epochs=-1"
+        )
+    if isinstance(epochs, int) and epochs > 0 and min(milestones or [epochs]) >= epochs:
+        unread["scheduler.milestones"] = (
+            f"drops the learning rate at those epochs, but the run trains trainer.max_epochs={epochs}, so it "
+            f"reaches none and nothing reads them; give a milestone below {epochs}, or drop "
+            "scheduler.milestones"
+        )
+    if not trainer.get("gradient_clip_val"):
+        unread["trainer.gradient_clip_algorithm"] = (
+            "says how gradients are clipped, but trainer.gradient_clip_val is not set, so none is and "
+            "nothing reads it; give the bound, e.g. trainer.gradient_clip_val=1.0, or drop "
+            "trainer.gradient_clip_algorithm"
+        )
+    if trainer.get("benchmark") and _on_cpu(cfg):
+        unread["trainer.benchmark"] = (
+            "lets cuDNN choose its convolution algorithms, but this run trains on the CPU, so nothing reads "
+            "it; drop trainer.benchmark"
+        )
+    if not datamodule.validation_stages:
+        for name in (
+            "check_val_every_n_epoch",
+            "val_check_interval",
+            "num_sanity_val_steps",
+            "limit_val_batches",
+        ):
+            unread[f"trainer.{name}"] = (
+                "says when or how much the run validates, but it holds out no validation split "
+                "(data.val_fraction=0) and scores none at validation, so nothing reads it; drop "
+                f"trainer.{name}, or hold one out, e.g. data.val_fraction=0.1"
+            )
+    if trainer.get("sync_batchnorm") and processes == 1:
+        unread["trainer.sync_batchnorm"] = (
+            "shares BatchNorm's statistics between the processes of a multi-GPU run, but this run is one "
+            "process, so nothing reads it; drop trainer.sync_batchnorm"
+        )
+    validations = _validations(cfg, datamodule)
+    for key, node in entries(cfg, "callbacks"):
+        if not builds(node) or not _is_subclass(node, EarlyStopping) or validations is None:
+            continue
+        patience = node.get("patience", 3)
+        thresholds = (
+            node.get("stopping_threshold") is not None or node.get("divergence_threshold") is not None
+        )
+        if isinstance(patience, int) and patience >= validations - 1 and not thresholds:
+            fix = (
+                f"give {key}.patience below {validations - 1}"
+                if validations > 2
+                else "validate more often (trainer.max_epochs, trainer.check_val_every_n_epoch)"
+            )
+            unread[key] = (
+                f"stops the run after patience={patience} validations without improvement, but the run "
+                f"validates {validations} time{'s' * (validations != 1)}, so it can never stop it early and "
+                f"nothing reads it; {fix}, or drop {key}"
+            )
+    return unread
+
+
+def _validations(cfg: DictConfig, datamodule: Any) -> int | None:
+    """How many times the run validates, where it validates at epochs' ends (the last epoch's always,
+    :class:`noisydml.callbacks.checkpointing.ValidateLastEpoch`); None where that is not known."""
+    epochs = OmegaConf.select(cfg, "trainer.max_epochs", default=None)
+    every = OmegaConf.select(cfg, "trainer.check_val_every_n_epoch", default=1)
+    if not datamodule.validation_stages or not isinstance(epochs, int) or epochs < 1 or not every:
+        return None
+    if _within_epoch(OmegaConf.select(cfg, "trainer.val_check_interval", default=None)):
+        return None
+    return -(-epochs // every)
+
+
+def _is_subclass(node: Any, base: type) -> bool:
+    klass = import_target(str(node["_target_"]))
+    return isinstance(klass, type) and issubclass(klass, base)
 
 
 def check_untrained(cfg: DictConfig, choices: dict[str, str], has_parameters_to_train: bool) -> None:
@@ -248,7 +313,9 @@ def check_lengths(cfg: DictConfig, datamodule: Any, has_parameters_to_train: boo
             "validation split selects, records and tests whole epochs; drop it (validation runs at each "
             "epoch's end), or trainer.check_val_every_n_epoch=N to validate less often"
         )
-    for key, counts in (("limit_train_batches", [train_batches]), ("limit_val_batches", val_batches)):
+    test_batches = [math.ceil(len(datamodule.splits.test) / datamodule.eval_batch_size)]
+    limits = ("limit_train_batches", [train_batches]), ("limit_val_batches", val_batches)
+    for key, counts in (*limits, ("limit_test_batches", test_batches)):
         limit = trainer.get(key)
         if isinstance(limit, float) and 0 < limit < 1 and any(int(n * limit) == 0 for n in counts):
             raise BadInput(
@@ -461,8 +528,8 @@ def build_checked(cfg: DictConfig, choices: dict[str, str], trainer: Any) -> tup
         **cfg.module,
     )
     check_optimization(cfg, model)
-    check_unread(cfg, model, datamodule, choices)
     check_metrics(cfg, datamodule, model.metrics)
+    check_unread(cfg, model, datamodule, trainer.world_size)
     trainable = model.has_parameters_to_train()
     check_untrained(cfg, choices, trainable)
     check_lengths(cfg, datamodule, trainable)

@@ -88,7 +88,9 @@ def check_paths(resolved: dict, run_dir: Path) -> None:
     """Over the resolved config: every folder the run's callbacks, loggers and trainer write (a ``dir`` or
     ``dirpath`` key) can be written (probed, leaving the disk as it was) and lies in its run directory; a
     folder runs share (``cache_dir``: the instance-dependent noise's classifier outputs) lies in no run's
-    folder, whose files it would mix with; the checkpoint an evaluation reads (``ckpt_path``) is a file."""
+    folder, whose files it would mix with, and one not there yet (a cache, a download's ``root``) can be
+    created, naming the data folder that holds it; the checkpoint an evaluation reads (``ckpt_path``) is a
+    file."""
     folders = [
         (key, value)
         for section in WRITING_SECTIONS
@@ -118,9 +120,36 @@ def check_paths(resolved: dict, run_dir: Path) -> None:
                 f"{key}={value} is inside the run folder {outer}, which it would write into; give a folder "
                 f"runs share outside every run, e.g. {key}=${{paths.data_dir}}/cache"
             )
+    # The folders a run writes below the data folder, runs share and a later one reads: a cache, and the
+    # root a data set is downloaded into (``download: true``).
+    values = dict(leaves(resolved))
+    shared = [
+        (key, value)
+        for key, value in values.items()
+        if (key.rsplit(".", 1)[-1] == "cache_dir" and not key.startswith("hydra."))
+        or (key.endswith(".root") and values.get(f"{key[: -len('root')]}download") is True)
+    ]
+    for key, value in shared:
+        if value and not Path(str(value)).expanduser().is_dir():
+            # Nothing is there yet, so the run writes it (a folder that exists may be read from alone).
+            check_writable(Path(str(value)).expanduser(), key, _cache_fix(key, value, resolved), keep=False)
     # The weights an evaluation scores: read after the data, so a path to nothing is refused first.
     if checkpoint := resolved.get("ckpt_path"):
         check_checkpoint(checkpoint)
+
+
+def _cache_fix(key: str, value: Any, resolved: dict) -> str:
+    """How to give the folder at ``key`` (a cache, a download) a writable place: the key itself, or the data
+    folder that holds it, named by what set it (``NOISYDML_DATA_DIR``, or ``paths.data_dir``)."""
+    data_dir = (resolved.get("paths") or {}).get("data_dir")
+    if not data_dir:
+        return f"{key}=..."
+    data = Path(str(data_dir)).expanduser().resolve()
+    if not Path(str(value)).expanduser().resolve().is_relative_to(data):
+        return f"{key}=..."
+    from_environment = os.environ.get("NOISYDML_DATA_DIR") == str(data_dir)
+    setting = "NOISYDML_DATA_DIR" if from_environment else "paths.data_dir"
+    return f"{key}=..., or point {setting} (now {data_dir}, which holds it) at a writable one"
 
 
 def check_checkpoint(value: Any) -> Path:
@@ -251,7 +280,7 @@ def check_run_directory(run: RunDir, resolved: dict, resume: str) -> dict | None
     if finished:
         raise BadInput(
             f"{run.path} holds a finished run of another config ({changed}{more}), which is left as it is; "
-            "run without resume= for a new directory, or choose another with hydra.run.dir=..."
+            f"run this config in another folder, e.g. hydra.run.dir={run.path}-2"
         )
     if resume == "auto" and run.has_checkpoint():
         raise BadInput(
