@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 from noisydml.report.board import draw_verdicts, read_runs, rows_of, runs_of, write_runs
-from noisydml.report.collect import FAILED, MISSING, collect
+from noisydml.report.collect import FAILED, MISSING, NO_RESULT, collect
 
 RESULTS = Path("results")
 # What the results folder keeps of what the runs decide: the claims, else the comparisons, and how well
@@ -85,11 +85,11 @@ def main(argv: list[str] | None = None) -> int:
             "is one version's; run the others again at one commit (delete their results.json and rerun the "
             "make target), or pass --mixed-commits to publish them marked as mixed"
         )
-    unfinished = [run for run in runs if run.status in (FAILED, MISSING)]
+    unfinished = [run for run in runs if run.status in (FAILED, MISSING, NO_RESULT)]
     if unfinished:
         print(
-            f"{args.reproduction}: {len(unfinished)} jobs did not finish (the report's jobs.csv lists them); "
-            "the verdicts are drawn from the finished runs alone",
+            f"{args.reproduction}: {len(unfinished)} jobs did not finish or are no result (the report's "
+            "jobs.csv lists them); the verdicts are drawn from the finished runs alone",
             file=sys.stderr,
         )
     target = args.results / args.reproduction

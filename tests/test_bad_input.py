@@ -150,6 +150,21 @@ BAD_INPUTS = [
         r"so it saves none and nothing reads it",
     ),
     (
+        ["miner=none", "+miner.margin=0.3"],
+        r"miner=\{margin: 0.3\} has no _target_, the class it builds; give it, e.g. "
+        r"'miner=\{_target_: pytorch_metric_learning.miners.BatchHardMiner\}', or miner=none",
+    ),
+    (
+        ["data.val_fraction=0", "optimized_metric=val/nmi"],
+        r"optimized_metric=val/nmi selects the epoch to test, but data.val_fraction=0 holds out no "
+        r"validation split, so nothing reads it",
+    ),
+    (
+        ["NOISYDML_DATA_DIR=", "noise=instance_dependent"],
+        r"paths.data_dir is empty \(the environment variable NOISYDML_DATA_DIR is set empty\), so its files "
+        r"would go to /; unset NOISYDML_DATA_DIR or set it to a folder",
+    ),
+    (
         ["+trainer.sync_batchnorm=true"],
         r"trainer.sync_batchnorm=true shares BatchNorm's statistics between the processes .* this run is one "
         r"process, so nothing reads it",

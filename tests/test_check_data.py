@@ -92,6 +92,33 @@ def test_an_override_it_cannot_read_is_refused_in_one_line(capsys, override, mes
     assert err.startswith(message) and len(err.strip().splitlines()) == 1, err
 
 
+def test_a_key_the_data_set_class_does_not_take_is_named_in_one_line(tmp_path, capsys):
+    # An added key: Hydra's InstantiationException and a traceback; the folder need not exist to say so.
+    assert main(["sop", "+dataset.bogus=1", f"paths.data_dir={tmp_path}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "sop: dataset.bogus=1 is not an option of noisydml.data.sop.StanfordOnlineProducts (its options: "
+    )
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_a_value_a_library_refuses_while_building_the_data_set_is_named_in_one_line(tmp_path, capsys):
+    # torchvision's refusal of the size, which named no key.
+    layouts.make_sop(tmp_path)
+    assert main(["sop", "dataset.image_size=abc", f"paths.data_dir={tmp_path}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "sop: dataset.image_size=abc is refused by noisydml.data.sop.StanfordOnlineProducts (Please provide"
+    )
+    assert err.strip().endswith("e.g. its default, dataset.image_size=224") and len(err.splitlines()) == 1
+
+
+def test_an_override_that_is_not_key_value_is_refused_in_one_line(capsys):
+    assert main(["sop", "dataset.root"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("sop: dataset.root: an override is key=value") and len(err.splitlines()) == 1
+
+
 def test_a_folder_of_one_class_is_told_what_a_class_disjoint_split_needs(tmp_path, capsys):
     # It asked to set dataset.train_classes "between 1 and 0", after "cub: cub:".
     folder = tmp_path / "CUB_200_2011"

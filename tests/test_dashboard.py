@@ -389,3 +389,26 @@ def test_a_store_the_dashboard_did_not_build_is_never_replaced(tmp_path):
     assert (ours / STORE_MARK).is_file()
     database = ours / "mlflow.db"
     assert not database.exists() or database.read_bytes() != b"an earlier store of ours"
+
+
+def test_a_file_given_for_a_folder_is_told_to_give_its_folder(tmp_path, capsys):
+    """A run's ``results.json`` given for its folder is said to be a file, its run folder named; a path that
+    is not there is no such folder."""
+    from noisydml.dashboard.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text("{}")
+    with pytest.raises(SystemExit) as refused:
+        main([str(run / "results.json")])
+    assert str(refused.value) == (
+        f"noisydml-dashboard: {run / 'results.json'} is a file; the dashboard takes run or sweep folders, "
+        f"e.g. its folder: noisydml-dashboard {run}"
+    )
+    (run / "csv").mkdir()
+    (run / "csv" / "metrics.csv").write_text("epoch\n")
+    with pytest.raises(SystemExit, match=f"is a file; .*: noisydml-dashboard {run}$"):
+        main([str(run / "csv" / "metrics.csv")])
+    with pytest.raises(SystemExit) as refused:
+        main([str(tmp_path / "gone")])
+    assert str(refused.value).startswith(f"noisydml-dashboard: {tmp_path / 'gone'}: no such folder")

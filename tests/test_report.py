@@ -179,7 +179,7 @@ def test_an_evaluations_folder_is_left_out_of_the_runs_and_named(le_sweep: Path,
     assert len(runs) == 24 and [r.status for r in runs].count(FAILED) == 1
     written = write_report([le_sweep, tmp_path / "evals"], tmp_path / "out", name="both")
     report = (written.directory / "report.md").read_text()
-    assert "24 runs (22 complete, 1 failed, 1 missing)" in report
+    assert "24 runs (22 complete, 1 failed, 0 no result, 1 missing)" in report
     assert "## Left out" in report and f"- `{scored}`" in report and "ckpt_path=/runs" not in report
     with pytest.raises(ValueError, match=r"no runs under .* \(noisydml-eval folders, a checkpoint's scores"):
         write_report([tmp_path / "evals"], tmp_path / "out")
@@ -586,6 +586,47 @@ def png_size(path: Path) -> tuple[int, int]:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
     return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.parametrize(
+    ("status", "counted"),
+    [
+        ("unselected", "no result"),
+        ("debug", "no result"),
+        ("stopped", "no result"),
+        ("diverged", "no result"),
+        ("failed", "failed"),
+    ],
+)
+def test_a_run_that_is_no_result_is_counted_as_such_not_failed(
+    le_sweep: Path, tmp_path: Path, status: str, counted: str
+) -> None:
+    """A run recorded debug, unselected, stopped or diverged ran to its end: it is counted and listed as no
+    result, with its reason; only one recorded failed (or without a record) is failed."""
+    crashed = le_sweep / "miner=fixed_semihard,noise.rate=0.4,noise=uniform,seed=1"
+    (crashed / "results.json").write_text(
+        json.dumps({"status": status, "metrics": {"test/recall@1": 0.5}, "reason": "why it is none"})
+    )
+    failed, no_result = (1, 0) if counted == "failed" else (0, 1)
+    written = write_report([le_sweep], tmp_path / "out", name="le")
+    report = (written.directory / "report.md").read_text()
+    assert f"24 runs (22 complete, {failed} failed, {no_result} no result, 1 missing)" in report
+    assert f"| 70.00 (n=1); {counted} 1/3; missing 1/3 |" in report
+    section = "## Failed runs" if counted == "failed" else "## No result"
+    assert section in report and f"- `{crashed}`: {status}: why it is none" in report
+    assert ("## Failed runs" in report) == (counted == "failed")
+    with (written.directory / "cells.csv").open() as f:
+        (cell,) = [
+            c
+            for c in csv.DictReader(f)
+            if c["method"] == "Triplet + fixed semi-hard"
+            and c["column_value"] == "0.4"
+            and c["metric"] == "test/recall@1"
+        ]
+    assert (cell["failed"], cell["no_result"], cell["missing"]) == (str(failed), str(no_result), "1")
+    with (written.directory / "jobs.csv").open() as f:
+        (job,) = [j for j in csv.DictReader(f) if j["path"] == str(crashed)]
+    assert job["status"] == counted and job["error"] == f"{status}: why it is none"
 
 
 @pytest.mark.slow

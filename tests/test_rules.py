@@ -281,6 +281,31 @@ def test_a_sweep_of_no_job_is_refused_before_hydra_writes(tmp_path, sweep, messa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_evaluation_of_weights_in_no_run_folder_says_its_training_config_is_unknown(
+    compose_config, tmp_path
+):
+    # Its record held this command's defaults (noise.rate, trainer.max_epochs) as if the weights trained so.
+    trained = compose_config()
+    train(trained)
+    loose = tmp_path / "loose.ckpt"
+    loose.write_bytes((Path(trained.paths.output_dir) / "checkpoints" / "last.ckpt").read_bytes())
+    cfg = compose_config(f"ckpt_path={loose}", "resume=never", run="evaluation")
+    train(cfg)
+    results = _status(cfg)
+    assert results["status"] == "evaluated"
+    assert results["reason"].endswith(
+        "it lies in no run folder, so the config it trained with is unknown: the training keys recorded here "
+        "(noise, optimizer, trainer) are this evaluation's, not the checkpoint's"
+    )
+
+
+def test_a_clock_given_as_lightnings_mapping_is_taken(compose_config):
+    # Lightning takes max_time as a dict of timedelta's keywords; Hydra's DictConfig was refused.
+    cfg = compose_config("+trainer.max_time={hours:1}")
+    train(cfg)
+    assert _status(cfg)["status"] == "finished"
+
+
 def test_a_run_its_clock_cut_short_is_recorded_stopped_not_finished(compose_config):
     # A digits epoch takes well under a second: 1,000 of them do not fit in 2 seconds.
     cfg = compose_config("trainer.max_epochs=1000", "+trainer.max_time=00:00:00:02", "data.val_fraction=0")
@@ -382,18 +407,25 @@ def test_a_job_folder_every_job_of_a_sweep_shares_is_refused_before_hydra_writes
     assert not (tmp_path / "s").exists()
 
 
-def test_a_job_whose_folder_an_earlier_job_took_is_not_counted_finished(tmp_path):
-    # ${seed} in a sweep of rates: the second job lands in the first's folder, and is refused there.
+@pytest.mark.parametrize(
+    ("swept", "message"),
+    [
+        # ${seed} in a sweep of rates: the second job would land in the first's folder, refused there after
+        # the first trained.
+        (
+            ["noise.rate=0.1,0.2", "hydra.sweep.subdir=${seed}"],
+            "jobs 0 and 1 (noise.rate=0.2 trainer.max_epochs=1) would write one folder, 0 "
+            "(hydra.sweep.subdir=${seed})",
+        ),
+        # A repeated value: the second job was skipped as the first's run, and both counted finished.
+        (["seed=0,0"], "job 1 (seed=0 trainer.max_epochs=1) repeats job 0: the same run twice"),
+    ],
+)
+def test_two_jobs_of_one_folder_are_refused_before_any_job(tmp_path, swept, message):
     sweep = tmp_path / "s"
-    arguments = ["-m", "noise.rate=0.1,0.2", "hydra.sweep.subdir=${seed}", f"hydra.sweep.dir={sweep}"]
-    out = _command("noisydml", [*arguments, "trainer.max_epochs=1", "data.batches_per_epoch=2"], tmp_path)
-    assert out.returncode == 1
-    assert (
-        f"{sweep / '0'} holds a finished run of another config (noise.rate: 0.1 there, 0.2 here)"
-        in out.stderr
-    )
-    said = out.stderr[out.stderr.index("stopped before its end") :].splitlines()
-    assert said[1].startswith("  finished: job 0 (") and said[2].startswith("  failed: job 1 (")
+    out = _command("noisydml", ["-m", *swept, f"hydra.sweep.dir={sweep}", "trainer.max_epochs=1"], tmp_path)
+    assert out.returncode == 1 and message in out.stderr
+    assert not sweep.exists()
 
 
 def test_a_shared_cache_inside_a_run_is_refused(compose_config, finished):
@@ -602,6 +634,19 @@ def test_a_search_whose_searched_key_is_pinned_is_refused_before_its_first_trial
         (
             "hydra.sweeper.params={loss.eta:''}",
             "the search's fixed values, refused before any trial ran: loss.eta=",
+        ),
+        # No validation split: every trial trained, then Optuna failed on a None.
+        (
+            "data.val_fraction=0",
+            "the search's fixed values, refused before any trial ran: the search optimises "
+            "optimized_metric=val/recall@1, a validation metric, but data.val_fraction=0 holds out no "
+            "validation split, so no trial would return it",
+        ),
+        # Another method's loss has no eta: the refusal blamed a key the user never typed.
+        (
+            "method=zhang2023/ms",
+            "the search's fixed values, refused before any trial ran: the search hparams_search=rdml_eta "
+            "draws loss.eta, but loss (loss=multi_similarity) has no key eta in this run's config",
         ),
     ],
 )

@@ -80,7 +80,7 @@ def test_a_failed_run_records_why_and_the_report_says_it(compose_config, tmp_pat
         train(cfg)
     run_dir = Path(cfg.paths.output_dir)
     results = json.loads((run_dir / "results.json").read_text())
-    assert results["status"] == "failed" and results["error_type"] == "FloatingPointError"
+    assert results["status"] == "failed" and results["error_type"] == "Diverged"
     assert results["error"].startswith("loss NaNAfter is nan at epoch 3, step 4")
     assert "Traceback" in (run_dir / results["traceback"]).read_text()
 

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = [
     "noise.rate=0.2",
     "seed=0",
+    # One epoch, which the study's trials validate (a run's last epoch always does); the final sweep of the
+    # experiment holds out no validation split.
     "trainer.max_epochs=1",
-    "trainer.check_val_every_n_epoch=1",
     "data.batches_per_epoch=3",
     # Shortened: another run than the experiment's, under labels of its own; its jobs' folders numbered, as
     # the labels make the chosen values' folder names too long for a file system.

@@ -32,7 +32,7 @@ from hydra.core.plugins import Plugins
 from hydra.errors import HydraException
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from hydra_plugins.noisydml_sweeper.composition import ComposedOnce
 from noisydml.utils.errors import BadInput
@@ -199,6 +199,42 @@ class NoisydmlSweeper(Sweeper):
                 raise BadInput(
                     f"job {number} ({' '.join(overrides)}), before any job of the sweep ran: {bad}"
                 ) from None
+        self._check_folders(batch, loader)
+
+    def _check_folders(self, batch: Sequence[Sequence[str]], loader: Any) -> None:
+        """Each job writes a folder of its own (``hydra.sweep.subdir``, as its job will resolve it): two in
+        one would have the second refused there as another config's run after the first trained, or skipped
+        as the same run (a repeated value, ``seed=0,0``) and counted twice."""
+        assert self.config is not None
+        subdir = OmegaConf.to_container(self.config.hydra.sweep, resolve=False).get("subdir")
+        named = self.config.hydra.job.config.override_dirname
+        folders: dict[str, int] = {}
+        for number, overrides in enumerate(batch):
+            if subdir == "${hydra.job.override_dirname}":
+                # Hydra's get_overrides_dirname, on the "key=value" lines jobs() gives.
+                kept = sorted(
+                    o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in named.exclude_keys
+                )
+                folder = named.item_sep.join(kept).replace("=", named.kv_sep)
+            else:
+                job = loader.load_sweep_config(self.config, list(overrides))
+                with open_dict(job):
+                    job.hydra.job.num = number
+                folder = str(job.hydra.sweep.subdir)
+            if (first := folders.setdefault(folder, number)) == number:
+                continue
+            shown = " ".join(batch[number])
+            if sorted(batch[first]) == sorted(batch[number]):
+                raise BadInput(
+                    f"job {number} ({shown}) repeats job {first}: the same run twice, which would be skipped "
+                    "as done and counted twice; give each value once"
+                )
+            raise BadInput(
+                f"jobs {first} and {number} ({shown}) would write one folder, {folder} (hydra.sweep.subdir="
+                f"{subdir}), where the second is refused as another config's run after the first trained; "
+                "name each job's folder by what differs: drop hydra.sweep.subdir (named by the overrides), "
+                "or 'hydra.sweep.subdir=${hydra.job.num}'"
+            )
 
 
 def sweep_values(override: Override) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -102,6 +103,14 @@ def check_store(store: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    files = [d for d in args.dirs if d.is_file()]
+    if files:
+        # The run folder a file lies in (csv/metrics.csv's too), else the folder holding it.
+        folders = " ".join(dict.fromkeys(shlex.quote(str(run_holding(f) or f.parent)) for f in files))
+        sys.exit(
+            f"noisydml-dashboard: {', '.join(map(str, files))} is a file; the dashboard takes run or sweep "
+            f"folders, e.g. its folder: noisydml-dashboard {folders}"
+        )
     missing = [str(d) for d in args.dirs if not d.is_dir()]
     if missing:
         sys.exit(f"noisydml-dashboard: {', '.join(missing)}: no such folder; give run or sweep folders")

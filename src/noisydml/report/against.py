@@ -77,14 +77,13 @@ def place(
     for row in board_rows:
         by_setting[tuple(row[key] for key in SETTING)].append(row)
     committed = {row["method"] for row in board_rows}
-    experiments = sorted({row["experiment"] for row in board_rows})
     placed, warnings = [], []
     for run, row in zip(mine, mine_rows, strict=True):
         where = f"noise={row['noise']} noise.rate={row['noise_rate']} seed={row['seed']}"
         if not row["experiment"]:
             raise ValueError(
-                f"{run.path} ran under no experiment=, so it pairs with no committed run; run it under the "
-                f"board's: experiment={experiments[0] if experiments else '<experiment>'}"
+                f"{run.path} ran under no experiment=, so it pairs with no committed run; "
+                f"{board_experiment(row, board_rows)}"
             )
         if row["method"] and row["method"] in committed:
             raise ValueError(
@@ -109,6 +108,34 @@ def place(
         warnings += _protocol(run, committed_run, where)
         placed.append(_as_job(run, committed_run))
     return placed, list(dict.fromkeys(warnings))
+
+
+def board_experiment(row: dict[str, str], board_rows: list[dict[str, str]]) -> str:
+    """Which of the board's experiments to run the run of ``row`` under, as the end of a line: the one whose
+    committed runs share its data set and noise model (then its noise rate); one on its data set with another
+    noise, said so; and where the board has none on its data set, every one of them."""
+    dataset, noise, rate = row.get("dataset", ""), row.get("noise", ""), row.get("noise_rate", "")
+    matches: dict[str, tuple[bool, bool, bool]] = {}
+    for theirs in board_rows:
+        match = (theirs["dataset"] == dataset, theirs["noise"] == noise, theirs["noise_rate"] == rate)
+        matches[theirs["experiment"]] = max(match, matches.get(theirs["experiment"], match))
+    if not matches:
+        return "the board holds no experiment to run it under"
+    best = max(matches.values())
+    chosen = sorted(name for name, match in matches.items() if match == best)
+    named = " or ".join(f"experiment={name}" for name in chosen)
+    if best[:2] == (True, True):
+        return f"run it under the board's experiment on {dataset} with {noise} noise: {named}"
+    if best[0]:
+        others = sorted(
+            {r["noise"] for r in board_rows if r["experiment"] in chosen and r["dataset"] == dataset}
+        )
+        return (
+            f"the board holds no run on {dataset} with {noise} noise; run it under the board's experiment "
+            f"on {dataset} (with {', '.join(others)} noise): {named}"
+        )
+    everyone = " or ".join(f"experiment={name}" for name in sorted(matches))
+    return f"the board holds no run on {dataset} with {noise} noise; its experiments: {everyone}"
 
 
 def check_same_labels(row: dict[str, str], twin: dict[str, str], where: str) -> None:

@@ -6,8 +6,8 @@ its figures and tables, then the claims these runs can evaluate and one line for
 ``report.html`` (the same page, one file, its figures inline), ``claims.md`` (every claim),
 ``claims.csv`` (every paired comparison: effect, 95% CI, p-value, seeds, verdict), ``cells.csv`` (every
 table cell, numbers as fractions), ``runs.csv`` (every finished run, the file a reproduction commits:
-:mod:`noisydml.report.board`), ``jobs.csv`` (every job with its status and folder, the failed and missing
-ones too) and ``figures/`` (each figure as a PNG and an SVG). A comparison across papers
+:mod:`noisydml.report.board`), ``jobs.csv`` (every job with its status and folder, the failed, no-result
+and missing ones too) and ``figures/`` (each figure as a PNG and an SVG). A comparison across papers
 (conf/experiment/noisy_dml/), which no paper's claim is about, gets instead of the claims each method
 against its own paper's baseline (``comparisons.csv``, :mod:`noisydml.report.comparisons`) and, where its
 runs scored the test split every epoch, what selecting on the test split inflates (``test_selection.csv``,
@@ -33,7 +33,7 @@ from noisydml.report import claims as claims_module
 from noisydml.report import comparisons, selection_bias
 from noisydml.report.board import draw_verdicts, rows_of, write_runs
 from noisydml.report.calculator import DEFAULT_ETAS, theory_text
-from noisydml.report.collect import FAILED, collect
+from noisydml.report.collect import FAILED, NO_RESULT, collect
 from noisydml.report.detection import detection_markdown, draw_detection
 from noisydml.report.page import write_page
 from noisydml.report.plots import draw_embeddings, draw_table, swept
@@ -57,8 +57,11 @@ LEGEND = (
     "Cells: mean ± half the 95% confidence interval over seeds (Student's t; n = complete runs with the "
     "metric; cells.csv has the std too); recall, NMI, mAP and "
     "accuracies in %. `paper X, Δ ±Y`: the published number (src/noisydml/report/papers/<paper>.csv) and "
-    "our mean minus it. `failed k/n`: run directories without a complete results.json (a crash, or a job "
-    "still running); `missing k/n`: jobs of the sweep's multirun.yaml that have no directory yet. Each "
+    "our mean minus it. `failed k/n`: runs recorded failed or interrupted, or without a results.json (a "
+    "crash, or a job still running); `no result k/n`: runs that ran to their end but are no result of "
+    "their config (a debug mode, no selection metric logged, stopped by `trainer.max_time`, diverged); "
+    "`missing k/n`: "
+    "jobs of the sweep's multirun.yaml that have no directory yet. Each "
     "figure is also an SVG beside its PNG in `figures/`, and `report.html` is this page with them inline."
 )
 
@@ -164,13 +167,21 @@ def write_report(
     sources = "\n".join(f"- `{p}`" for p in paths)
     failed = "".join(f"- `{run.path}`: {md_cell(run.error)}\n" for run in runs if run.status == FAILED)
     failed_md = f"\n## Failed runs\n\n{failed}" if failed else ""
+    no_result = "".join(f"- `{run.path}`: {md_cell(run.error)}\n" for run in runs if run.status == NO_RESULT)
+    if no_result:
+        failed_md += (
+            "\n## No result\n\nRuns that ran to their end but are no result of their config, each with why "
+            f"(their metrics are kept in their folders and left out of the tables):\n\n{no_result}"
+        )
     if scored:
         failed_md += (
             "\n## Left out\n\nFolders of `noisydml-eval`, a checkpoint's scores under a config, not runs of "
             "it (the run that trained the checkpoint holds its result):\n\n"
             + "".join(f"- `{folder}`\n" for folder in scored)
         )
-    where = "the folders they came from, and why the failed ones failed," if failed else "their folders"
+    reasons = (("why the failed ones failed", failed), ("why the no-result ones are none", no_result))
+    why = [text for text, listed in reasons if listed]
+    where = f"the folders they came from, and {' and '.join(why)}," if why else "their folders"
     text = (
         f"# Report: {directory.name}\n\n{run_counts(runs)}; {where} at the end.\n\n"
         f"## Results\n\n{LEGEND}\n\n{results}{_tuning_markdown(paths)}{claims_section}"

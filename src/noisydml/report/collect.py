@@ -13,11 +13,12 @@ A folder ``noisydml-eval`` wrote (``status: evaluated``) holds a checkpoint's sc
 job of a sweep and no row of a table; :func:`evaluations` names it, and the report says it left it out.
 
 A run directory whose ``results.json`` says ``status: finished`` (``complete`` before that name) is
-*complete*; any other is *failed*: its ``results.json`` says why (``error``: the message of a failed run,
-or how an interrupted one stopped) when the run could write it, and a directory without one is a crash
-that could not (SIGKILL, out of memory) or a run still going. A job directory is matched to its
-expected job by its own ``.hydra/overrides.yaml``, compared value by value (``False`` = ``false``,
-``0.40`` = ``0.4``).
+*complete*; one that says ``debug``, ``unselected``, ``stopped`` or ``diverged`` ran to its end but is *no
+result* (its ``reason`` says why); any other is *failed*: its ``results.json`` says why (``error``: the
+message of a failed run, or how an interrupted one stopped) when the run could write it,
+and a directory without one is a crash that could not (SIGKILL, out of memory) or a run still going.
+A job directory is matched to its expected job by its own ``.hydra/overrides.yaml``, compared value by
+value (``False`` = ``false``, ``0.40`` = ``0.4``).
 
 ``embeddings.npz`` (optional, in a run directory) holds the run's test embeddings for the figures that
 need them: ``embeddings`` (n x d floats), ``labels`` (n ints) and optionally ``paths`` (n strings, image
@@ -40,15 +41,27 @@ import yaml
 
 from noisydml import CONFIG_DIR
 from noisydml.report import papers
-from noisydml.report.records import COMPLETE, FAILED, MISSING, Diagnostic, Run, lookup
+from noisydml.report.records import COMPLETE, FAILED, MISSING, NO_RESULT, Diagnostic, Run, lookup
 from noisydml.utils.metric_names import with_selected_names
 from noisydml.utils.resolvers import run_name
-from noisydml.utils.run_directory import EVALUATED, FINISHED, LEGACY_FINISHED, RunDir
+from noisydml.utils.run_directory import (
+    DEBUG,
+    DIVERGED,
+    EVALUATED,
+    FINISHED,
+    LEGACY_FINISHED,
+    STOPPED,
+    UNSELECTED,
+    RunDir,
+)
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
 MULTIRUN_FILE = "multirun.yaml"
+# The recorded statuses of a run that ran to its end but is no result of its config (an evaluations folder,
+# EVALUATED, is no run at all: ``evaluations``): counted as NO_RESULT, not failed.
+NOT_RESULTS = (DEBUG, UNSELECTED, STOPPED, DIVERGED)
 # Logged once per epoch during training by every run that scores its per-sample loss
 # (noisydml.callbacks.loss_detection): how well the highest losses find the flipped labels. The papers'
 # methods log their own (Paper.diagnostics); the report reads the last value of each.
@@ -331,12 +344,13 @@ def read_run(run_dir: Path, sweep: Path | None = None, results: dict | None = No
     config = results.get("config") or with_choices(
         (_read_yaml(run.config) or {}) if run.config.is_file() else {}, choices
     )
-    return Run(run.path, FAILED, overrides, config, choices, {}, sweep, error=failure(results, run))
+    status = NO_RESULT if results.get("status") in NOT_RESULTS else FAILED
+    return Run(run.path, status, overrides, config, choices, {}, sweep, error=failure(results, run))
 
 
 def failure(results: dict, run: RunDir | None = None) -> str:
-    """Why a run did not finish, in a line: its recorded status and error, that its record is damaged or
-    holds no metrics, or that it left no record."""
+    """Why a run did not finish or is no result, in a line: its recorded status and error or reason, that its
+    record is damaged or holds no metrics, or that it left no record."""
     if run is not None and (damage := run.damage()) is not None:
         return (
             f"damaged results.json: it {damage}; the run's end is unknown: continue it with "

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from noisydml.report.collect import FAILED, MISSING, canonical
+from noisydml.report.collect import FAILED, MISSING, NO_RESULT, canonical
 from noisydml.report.statistics import Paired
 from noisydml.report.tables import Cell, Group, Row, Table, format_number
 
@@ -76,12 +76,12 @@ def mean_at(row: Row, column: Any, metric: str) -> float:
 
 
 def gap(row: Row, column: Any, key: str) -> str:
-    """Why a cell has no value: which of its runs failed or are missing."""
+    """Why a cell has no value: which of its runs failed, are no result or are missing."""
     cell: Cell | None = row.cells.get(canonical(column))
     where = f"{row.label} at {key}={column}"
     if cell is None:
         return f"{where}: no run"
-    parts = [f"{s} {cell.count(s)}/{len(cell.runs)}" for s in (FAILED, MISSING) if cell.count(s)]
+    parts = [f"{s} {cell.count(s)}/{len(cell.runs)}" for s in (FAILED, NO_RESULT, MISSING) if cell.count(s)]
     return f"{where}: {', '.join(parts) or 'metric not logged'}"
 
 

@@ -19,17 +19,19 @@ from typing import Any
 from noisydml.report.statistics import INCONCLUSIVE, Paired, combine
 
 COMPLETE, FAILED, MISSING = "complete", "failed", "missing"
+# A run that ran to its end but is no result of its config (recorded debug, unselected, stopped, diverged).
+NO_RESULT = "no result"
 
 
 @dataclass
 class Run:
-    """One job of an experiment, whether it finished, failed or never started.
+    """One job of an experiment, whether it finished, failed, ran to its end as no result or never started.
 
     ``overrides`` maps each command-line key of the job (``noise.rate``, ``miner``, ``+x``) to its
     parsed value. ``config`` is the resolved config of a complete run, the unresolved
     ``.hydra/config.yaml`` of a failed one, and for a missing job the sweep's base config from
     ``multirun.yaml`` (good for the name and the data set, not for the job's own choices). ``error``
-    says why a failed run did not finish, where its ``results.json`` says.
+    says why a failed run did not finish, where its ``results.json`` says, and why a no-result run is none.
     """
 
     path: Path | None
@@ -49,7 +51,8 @@ class Run:
 
     @property
     def has_config(self) -> bool:
-        """Whether ``config`` is the job's own (complete or failed), not the sweep's base config."""
+        """Whether ``config`` is the job's own (complete, failed or no result), not the sweep's base
+        config."""
         return self.status != MISSING
 
     def value(self, key: str) -> Any:

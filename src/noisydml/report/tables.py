@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from noisydml.report.collect import COMPLETE, FAILED, MISSING, Run, canonical, lookup, signature
+from noisydml.report.collect import COMPLETE, FAILED, MISSING, NO_RESULT, Run, canonical, lookup, signature
 from noisydml.report.published import Published, find_published
 from noisydml.report.records import Group
 from noisydml.utils.method_names import published_label
@@ -307,7 +307,8 @@ def format_number(value: float, metric: str) -> str:
 
 
 def format_cell(cell: Cell, metric: str, pub: Published | None) -> str:
-    """``mean ± 95% CI (n=…)``, the paper's number and our delta beside it, and what is missing or failed."""
+    """``mean ± 95% CI (n=…)``, the paper's number and our delta beside it, and which runs failed, are no
+    result or are missing."""
     total = len(cell.runs)
     values = cell.values(metric)
     parts = []
@@ -321,7 +322,7 @@ def format_cell(cell: Cell, metric: str, pub: Published | None) -> str:
             delta = cell.mean(metric) - pub.value
             text += f", Δ {'+' if delta >= 0 else '−'}{format_number(abs(delta), metric)}"
         parts.append(text)
-    for status in (FAILED, MISSING):
+    for status in (FAILED, NO_RESULT, MISSING):
         if cell.count(status):
             parts.append(f"{status} {cell.count(status)}/{total}")
     complete = [run for run in cell.runs if run.status == COMPLETE]
@@ -344,8 +345,10 @@ def column_label(table: Table, value: Any) -> str:
 
 
 def run_counts(runs: list[Run]) -> str:
-    """``4 runs (4 complete, 0 failed, 0 missing)``."""
-    counts = ", ".join(f"{sum(r.status == s for r in runs)} {s}" for s in (COMPLETE, FAILED, MISSING))
+    """``4 runs (4 complete, 0 failed, 0 no result, 0 missing)``."""
+    counts = ", ".join(
+        f"{sum(r.status == s for r in runs)} {s}" for s in (COMPLETE, FAILED, NO_RESULT, MISSING)
+    )
     return f"{len(runs)} runs ({counts})"
 
 
@@ -441,6 +444,7 @@ CELL_FIELDS = (
     "runs",
     "complete",
     "failed",
+    "no_result",
     "missing",
     "published",
     "published_std",
@@ -478,6 +482,7 @@ def write_cells_csv(tables: list[Table], published: list[Published], path: Path)
                                 "runs": len(cell.runs),
                                 "complete": cell.count(COMPLETE),
                                 "failed": cell.count(FAILED),
+                                "no_result": cell.count(NO_RESULT),
                                 "missing": cell.count(MISSING),
                                 "published": csv_number(pub.value if pub else math.nan),
                                 "published_std": csv_number(
@@ -497,7 +502,7 @@ def csv_number(value: float) -> str:
 
 def write_jobs_csv(tables: list[Table], path: Path) -> Path:
     """Every run: its status, directory and overrides, so a missing or failed job can be found and re-run,
-    and why a failed one failed."""
+    and why a failed one failed or a no-result one is none."""
     with Path(path).open("w", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(["figure", "dataset", "method", "status", "seed", "path", "overrides", "error"])

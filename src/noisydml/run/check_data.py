@@ -15,9 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from noisydml import CONFIG_DIR
 from noisydml.data.check import PUBLISHED, Check, check_layout
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 # What reading a data set's folder reads of the config.
 READ = ("dataset.", "paths.")
@@ -25,12 +29,14 @@ READ = ("dataset.", "paths.")
 
 def dataset_check(dataset: str, overrides: Sequence[str] = ()) -> Check:
     """Read ``dataset`` as a run would, count its splits and open every image's header. An override of a key
-    it does not read, or one the config lacks, is refused in one line."""
+    it does not read, one the config lacks, a key or value the data set's class does not take, and any
+    other refusal to build it are refused in one line naming the key, as a run refuses them."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.utils import instantiate
+    from hydra.errors import OverrideParseException
 
     from hydra_plugins.noisydml_sweeper.composition import ComposedOnce
+    from noisydml.run.checks.classes import check_classes
     from noisydml.utils.errors import BadInput
 
     for override in overrides:
@@ -42,8 +48,46 @@ def dataset_check(dataset: str, overrides: Sequence[str] = ()) -> Check:
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         loader = ComposedOnce(GlobalHydra.instance().config_loader())
-        cfg = loader.compose("config", [], [f"dataset={dataset}", *overrides])
-    return check_layout(dataset, instantiate(cfg.dataset))
+        try:
+            cfg = loader.compose("config", [], [f"dataset={dataset}", *overrides])
+        except OverrideParseException as error:
+            bad = next((o for o in overrides if "=" not in o and not o.startswith("~")), None)
+            what = f"{bad}: an override is key=value" if bad else str(error).splitlines()[0]
+            raise BadInput(f"{what}; give one, e.g. dataset.root=/data") from error
+    # A key or value the data set's class does not take, named before any folder is read.
+    check_classes(cfg)
+    return checked(dataset, cfg.dataset)
+
+
+def checked(dataset: str, node: DictConfig) -> Check:
+    """:func:`check_layout` of the data set ``node`` (the config at ``dataset``) builds. Its own refusal (a
+    layout file missing, a folder it cannot split) says what to fix and is raised as it is; any other (a
+    library's: torchvision's, Hydra's) is one line naming the key it refused, found by building the data
+    set and its splits again without each key (:func:`noisydml.run.checks.library.library_error`)."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    from noisydml.run.checks.library import library_error
+
+    try:
+        return check_layout(dataset, instantiate(node))
+    except Exception as error:
+        cause: BaseException = error
+        while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        if not isinstance(cause, Exception):
+            raise
+        if _raised_here(cause) and isinstance(cause, (OSError, ValueError, KeyError)):
+            raise cause from error
+        raise library_error("dataset", node, lambda n: instantiate(n).splits(), cause) from error
+
+
+def _raised_here(error: BaseException) -> bool:
+    """Whether ``error`` was raised in noisydml's own code (its message names the key or file to fix)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0] == "noisydml"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ metric was never logged ``unselected``, and the report leaves them out.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -20,8 +21,18 @@ from omegaconf import DictConfig
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 
 from noisydml.callbacks.checkpointing import SelectedCheckpoint
+from noisydml.run.checks.walk import shown
 from noisydml.utils.metric_names import VALIDATION, selected
-from noisydml.utils.run_directory import DEBUG, DIVERGED, EVALUATED, FINISHED, STOPPED, UNSELECTED
+from noisydml.utils.run_directory import (
+    CHECKPOINTS,
+    DEBUG,
+    DIVERGED,
+    EVALUATED,
+    FINISHED,
+    STOPPED,
+    UNSELECTED,
+    RunDir,
+)
 
 # Lightning's flags that run part of the data: their metrics are not a run's result.
 LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches")
@@ -164,13 +175,20 @@ def result_status(
     if mode := debug_mode(cfg, choices):
         return DEBUG, f"{mode} is a debug mode: its metrics are not a result; run without it for one"
     if cfg.get("ckpt_path"):
+        checkpoint = Path(str(cfg.ckpt_path))
+        unknown = (
+            ""
+            if checkpoint.parent.name == CHECKPOINTS and RunDir(checkpoint.parent.parent).overrides.is_file()
+            else "; it lies in no run folder, so the config it trained with is unknown: the training keys "
+            "recorded here (noise, optimizer, trainer) are this evaluation's, not the checkpoint's"
+        )
         return EVALUATED, (
             f"ckpt_path={cfg.ckpt_path} was scored as it is, not trained: these are that checkpoint's scores "
-            "under this config, not a run of it; the run that trained it holds its result"
+            f"under this config, not a run of it; the run that trained it holds its result{unknown}"
         )
     if epochs_trained is not None:
         return STOPPED, (
-            f"trainer.max_time={cfg.trainer.max_time} stopped training after {epochs_trained} of "
+            f"trainer.max_time={shown(cfg.trainer.max_time)} stopped training after {epochs_trained} of "
             f"trainer.max_epochs={cfg.trainer.max_epochs} epochs: the weights are a shorter run's, not "
             "this config's result; raise trainer.max_time or drop it, and continue with noisydml resume=..."
         )

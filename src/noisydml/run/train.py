@@ -361,8 +361,14 @@ def _build(
         # submitit owns requeueing on SLURM; Lightning's own would write a second, mid-step checkpoint
         # that trainer.test() then silently loads.
         plugins.append(SLURMEnvironment(auto_requeue=False))
+    # Plain containers: Lightning reads a mapping (trainer.max_time={hours: 1}) as a dict only.
     trainer = instantiate(
-        cfg.trainer, logger=loggers, callbacks=callbacks, plugins=plugins, enable_progress_bar=bar
+        cfg.trainer,
+        logger=loggers,
+        callbacks=callbacks,
+        plugins=plugins,
+        enable_progress_bar=bar,
+        _convert_="partial",
     )
     return checkpoint, datamodule, model, trainer
 

@@ -403,6 +403,8 @@ class CheckSearchSpace(Callback):
             overrides = [*fixed, value] if value else fixed
             try:
                 cfg = loader.compose(config.hydra.job.config_name, hydra_overrides, overrides)
+                if cfg is not None and not value:
+                    _check_searched_keys(cfg, space, config)
                 if cfg is not None:
                     check_job(cfg)
             except BadInput as bad:
@@ -410,6 +412,26 @@ class CheckSearchSpace(Callback):
                     f"the search's space {space_of} holds {value}" if value else "the search's fixed values"
                 )
                 raise SystemExit(f"{where}, refused before any trial ran: {bad}") from None
+
+
+def _check_searched_keys(cfg: DictConfig, space: dict[str, Any], config: DictConfig) -> None:
+    """Each key the search draws is one its runs' config has: a search for one method's parameter, run
+    with another method, would have every trial refused for a key the user never typed."""
+    choices = OmegaConf.select(config, "hydra.runtime.choices", default=None) or {}
+    search = choices.get("hparams_search")
+    for key, override in space.items():
+        if not override.is_sweep_override() or override.key_or_group != key or key.startswith("hydra."):
+            continue
+        if override.is_add() or OmegaConf.select(cfg, key, default=ABSENT) is not ABSENT:
+            continue
+        node, _, leaf = key.rpartition(".")
+        chosen = choices.get(node.split(".")[0]) if node else None
+        named = f"hparams_search={search} " if search else ""
+        raise BadInput(
+            f"the search {named}draws {key}, but {node or 'the config'}"
+            f"{f' ({node}={chosen})' if chosen else ''} has no key {leaf} in this run's config; run the "
+            "search with the method it tunes (its file says which), or choose a search for this method"
+        )
 
 
 def _space_values(override: Any) -> list[str]:

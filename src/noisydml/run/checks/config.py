@@ -7,6 +7,7 @@ such as ``noise.rate`` or ``data.P`` is checked there, once); the run's identity
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -16,18 +17,44 @@ from noisydml.numerics import MODES
 from noisydml.run.checks.classes import check_classes
 from noisydml.run.checks.identity import check_identity, check_method
 from noisydml.run.checks.library import check_built
-from noisydml.run.checks.walk import ABSENT, builds, entries, group_choices, shown
+from noisydml.run.checks.walk import ABSENT, builds, entries, given_keys, group_choices, raw, shown
 from noisydml.utils.checks import INF, Rule, check_value
 from noisydml.utils.errors import BadInput
+from noisydml.utils.metric_names import VALIDATION
 
 
 def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
     """Refuse the first bad key of the composed config, before anything is built."""
     check_keys(cfg)
+    check_selection(cfg)
     check_method(cfg, choices)
     check_classes(cfg)
     check_built(cfg)
     check_identity(cfg, choices)
+
+
+def check_selection(cfg: DictConfig) -> None:
+    """A selection metric is read from a validation split: without one (``data.val_fraction=0``) the last
+    epoch is tested, so ``optimized_metric`` given for the run is read by nothing, and a search that
+    optimises it would get nothing back from any trial."""
+    metric = OmegaConf.select(cfg, "optimized_metric", default=None)
+    # Another split's metric is refused as such once the data are built (check_metrics).
+    if OmegaConf.select(cfg, "data.val_fraction", default=None) != 0 or not str(metric).startswith(
+        VALIDATION
+    ):
+        return
+    held_out = "but data.val_fraction=0 holds out no validation split"
+    sweeper = OmegaConf.select(HydraConfig.get(), "sweeper") if HydraConfig.initialized() else None
+    if isinstance(sweeper, DictConfig) and "direction" in sweeper:
+        raise BadInput(
+            f"the search optimises optimized_metric={metric}, a validation metric, {held_out}, so no trial "
+            "would return it; hold one out, e.g. data.val_fraction=0.1"
+        )
+    if "optimized_metric" in given_keys():
+        raise BadInput(
+            f"optimized_metric={metric} selects the epoch to test, {held_out}, so nothing reads it (the last "
+            "epoch is tested); drop optimized_metric, or hold one out, e.g. data.val_fraction=0.1"
+        )
 
 
 def check_job(cfg: DictConfig, data: bool = False) -> None:
@@ -121,9 +148,16 @@ TARGET_EXAMPLES = {
     "data.filter": "{_target_: noisydml.data.knn_filter.KnnLabelFilter}",
     "trainer.plugins": "{_target_: pytorch_lightning.plugins.environments.LightningEnvironment}",
     "scheduler": "{_target_: torch.optim.lr_scheduler.MultiStepLR, _partial_: true, milestones: [30]}",
+    "miner": "{_target_: pytorch_metric_learning.miners.BatchHardMiner}",
 }
 # Single nodes that may build nothing, and how.
-NONE = {"data.filter": "data.filter=null", "scheduler": "scheduler=none (a constant learning rate)"}
+NONE = {
+    "data.filter": "data.filter=null",
+    "scheduler": "scheduler=none (a constant learning rate)",
+    "miner": "miner=none (the loss forms its own tuples)",
+}
+# The nodes the run builds, each into one object (those that may be null are in NONE).
+BUILT = ("dataset", "data", "noise", "backbone", "loss", "optimizer", "metrics", "trainer")
 CALLBACK_EXAMPLE = "{_target_: pytorch_lightning.callbacks.EarlyStopping, monitor: val/recall@1, mode: max}"
 
 
@@ -150,13 +184,29 @@ def check_keys(cfg: DictConfig) -> None:
             f"trainer.min_epochs={epochs[0]} is above trainer.max_epochs={epochs[1]}, so the run cannot do "
             "what both say; lower trainer.min_epochs or raise trainer.max_epochs"
         )
+    # A folder the run reads or writes named by nothing (an environment variable set empty): relative to
+    # the filesystem's root, "" joined to a name leads out of every data and run folder.
+    for key, value in entries(cfg, "paths"):
+        if value == "":
+            typed = str(raw(cfg, key, ""))
+            variable = re.search(r"\$\{oc\.env:(\w+)", typed)
+            source = f" (the environment variable {variable[1]} is set empty)" if variable else ""
+            fix = (
+                f"unset {variable[1]} or set it to a folder"
+                if variable
+                else f"give a folder, e.g. {key}=data"
+            )
+            raise BadInput(f"{key} is empty{source}, so its files would go to /; {fix}")
     # Each callback, logger, trainer plugin and label filter names the class it builds.
     nodes = [(s, *entry) for s in ("callbacks", "logger", "trainer.plugins") for entry in entries(cfg, s)]
-    nodes += [(key, key, OmegaConf.select(cfg, key, default=None)) for key in NONE]
+    nodes += [(key, key, OmegaConf.select(cfg, key, default=None)) for key in (*NONE, *BUILT)]
     for section, key, node in nodes:
         if node is not None and not builds(node):
             null = f", or {NONE[section]} with no keys of its own" if section in NONE else ""
+            example = TARGET_EXAMPLES.get(
+                section, "{_target_: ...}" if section in BUILT else CALLBACK_EXAMPLE
+            )
             raise BadInput(
                 f"{key}={shown(node)} has no _target_, the class it builds; give it, e.g. "
-                f"'{key}={TARGET_EXAMPLES.get(section, CALLBACK_EXAMPLE)}'{null}"
+                f"'{key}={example}'{null}"
             )

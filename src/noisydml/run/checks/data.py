@@ -28,7 +28,6 @@ from noisydml.run.checks.walk import (
     leaves,
     raw,
     shown,
-    target_nodes,
 )
 from noisydml.utils.errors import BadInput
 from noisydml.utils.metric_names import VALIDATION, better
@@ -128,9 +127,9 @@ def _on_cpu(cfg: DictConfig) -> bool:
 def _built_objects(
     cfg: DictConfig, model: Any, datamodule: Any, keys: set[str]
 ) -> list[tuple[str, ReadsItsKeys]]:
-    """Each object built from a node of the config that says which of its keys go unread, by its node's
-    path: the parts the run holds, the objects inside them by their attribute (``noise.backbone``), and the
-    callbacks given for this run, built for the question (the run builds its own)."""
+    """Each built object that says which of its keys go unread, by its node's path: the parts the run holds
+    and the objects they hold as an attribute named for the key that builds them (``noise.backbone``), and
+    the callbacks given for this run, built for the question (the run builds its own)."""
     roots = {
         "module": model,
         "backbone": model.backbone,
@@ -140,20 +139,14 @@ def _built_objects(
         "noise": datamodule.noise,
         "dataset": datamodule.dataset,
     }
-    found = []
-    for path in ["module", *(path for path, _ in target_nodes(cfg))]:
-        root, *inner = path.split(".")
-        if root == "callbacks":
-            node = OmegaConf.select(cfg, path)
-            given = root in keys or any(k == path or k.startswith(f"{path}.") for k in keys)
-            asks = given and hasattr(import_target(str(node["_target_"])), "unread_keys")
-            built = build(path, node) if asks else None
-        else:
-            built = roots.get(root)
-            for attribute in inner:
-                built = getattr(built, attribute, None)
-        if isinstance(built, ReadsItsKeys):
-            found.append((path, built))
+    found = [(path, part) for path, part in roots.items() if isinstance(part, ReadsItsKeys)]
+    for path, part in list(roots.items())[1:]:
+        inner = {**vars(part), **getattr(part, "_modules", {})} if hasattr(part, "__dict__") else {}
+        found += [(f"{path}.{name}", item) for name, item in inner.items() if isinstance(item, ReadsItsKeys)]
+    for path, node in entries(cfg, "callbacks"):
+        given = "callbacks" in keys or any(k == path or k.startswith(f"{path}.") for k in keys)
+        if given and builds(node) and hasattr(import_target(str(node["_target_"])), "unread_keys"):
+            found.append((path, build(path, node)))
     return found
 
 

@@ -86,7 +86,9 @@ def check_identity(cfg: DictConfig, choices: dict[str, str]) -> None:
     own, own_choices, _ = _experiment(str(experiment), pinned, searchpath)
     if all(raw(cfg, label, None) != raw(own, label, None) for label in ("name", "report.figure")):
         return
-    labels = f"name {_label(cfg, 'name')} and figure {_label(cfg, 'report.figure')}"
+    # The experiment's labels the run still carries (a name given alone leaves it the figure).
+    kept = [key for key in ("name", "report.figure") if raw(cfg, key, None) == raw(own, key, None)]
+    labels = " and ".join(f"{key.split('.')[-1]} {_label(cfg, key)}" for key in kept)
     tune = raw(own, "tune", None) or {}
     tuned = (tune.get("space") or {}).get(choices.get("method")) or {}
     # The study's own settings (tune.at), at their values: a study's trial runs at them.

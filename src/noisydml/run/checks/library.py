@@ -182,7 +182,14 @@ def check_trainer(cfg: DictConfig) -> Any:
     def build(node: DictConfig) -> Any:
         with quiet_lightning():
             plugins = [instantiate(plugin) for plugin in node.get("plugins") or []]
-            return instantiate(node, logger=False, callbacks=[], plugins=plugins, enable_checkpointing=False)
+            return instantiate(
+                node,
+                logger=False,
+                callbacks=[],
+                plugins=plugins,
+                enable_checkpointing=False,
+                _convert_="partial",
+            )
 
     trainer = made("trainer", cfg.trainer, build)
     from lightning_fabric.plugins.environments import LightningEnvironment
