@@ -165,6 +165,28 @@ BAD_INPUTS = [
         r"would go to /; unset NOISYDML_DATA_DIR or set it to a folder",
     ),
     (
+        ["method=bdml/pca", "optimizer.lr=0.5"],
+        r"optimizer.lr=0.5 sets how the run trains, but backbone=identity has nothing to train, so nothing "
+        r"reads it; drop optimizer.lr",
+    ),
+    (
+        ["+foo=1"],
+        r"foo=1 adds a top-level key that nothing reads \(the run's own are callbacks, .*\); drop it",
+    ),
+    (
+        ["paths.output_dir=/tmp/noisydml-elsewhere"],
+        r"paths.output_dir=/tmp/noisydml-elsewhere would replace the run's folder, set by hydra.run.dir; "
+        r"give hydra.run.dir=... instead",
+    ),
+    (
+        ["callbacks.checkpoint=null"],
+        r"callbacks.checkpoint=null would replace the checkpoint a stopped run resumes from",
+    ),
+    (
+        ["noise=none", "noise.seed=5"],
+        r"noise.seed=5 seeds the noise, but noise draws none, so nothing reads it; drop noise.seed",
+    ),
+    (
         ["+trainer.sync_batchnorm=true"],
         r"trainer.sync_batchnorm=true shares BatchNorm's statistics between the processes .* this run is one "
         r"process, so nothing reads it",

@@ -85,6 +85,20 @@ def test_resume_of_a_folder_that_holds_no_run_says_so(tmp_path):
     assert f"resume={tmp_path}: no run directory there" in out.stderr
 
 
+def test_a_checkpoint_to_score_is_sent_to_noisydml_eval(tmp_path):
+    # Built from the defaults and the keys beside it, the evaluation recorded keys it never read.
+    checkpoint = tmp_path / "best.ckpt"
+    out = subprocess.run(
+        [NOISYDML, f"ckpt_path={checkpoint}", "noise.rate=0.45"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        f"ckpt_path={checkpoint} scores a checkpoint without training; evaluate it with noisydml-eval "
+        f"ckpt_path={checkpoint}, which builds the network with its run's overrides and takes only what an "
+        "evaluation reads"
+    ]
+
+
 def test_resume_with_another_folder_is_refused_not_dropped(tmp_path):
     # resume=<dir> continues the run in its folder: a folder given beside it was silently replaced.
     run = tmp_path / "run"

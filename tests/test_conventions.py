@@ -128,6 +128,9 @@ def test_noisydml_eval_scores_a_checkpoint_as_its_run_did(tmp_path):
     assert record["metrics"]["test/recall@1"] == trained["metrics"]["test/recall@1"]
     # It trains nothing to continue: no resume command is offered.
     assert "continue it with" not in out.stdout
+    # Other metrics, without the training run's selection metric: an evaluation selects nothing.
+    out = evaluate("metrics.recall_ks=[3]", f"hydra.run.dir={tmp_path / 'eval_k3'}")
+    assert out.returncode == 0, out.stderr[-2000:]
     # Another data set builds another network: the override that did is named, in one line.
     other = evaluate("dataset=mnist1d", f"hydra.run.dir={tmp_path / 'other'}")
     assert other.returncode == 1 and "cannot be loaded into this run's model (size mismatch" in other.stderr

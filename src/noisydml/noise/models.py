@@ -21,6 +21,7 @@ import numpy as np
 
 from noisydml.utils.checks import Rule, check_fraction, check_value
 from noisydml.utils.errors import BadInput
+from noisydml.utils.unread import Parts
 
 # A flip rate at which most observed labels are wrong: allowed, and said.
 HIGH_NOISE = 0.5
@@ -52,6 +53,10 @@ class NoNoise:
     def apply(self, labels: np.ndarray) -> NoisyLabels:
         labels = _check_labels(labels)
         return NoisyLabels(np.arange(len(labels)), labels.copy(), labels.copy())
+
+    def unread_keys(self, parts: Parts) -> dict[str, str]:
+        """``seed`` given for it: no noise is drawn (``noisydml.utils.unread``)."""
+        return {"seed": "seeds the noise, but {node} draws none, so nothing reads it; drop {key}"}
 
 
 @dataclass(frozen=True)

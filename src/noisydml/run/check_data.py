@@ -56,10 +56,10 @@ def dataset_check(dataset: str, overrides: Sequence[str] = ()) -> Check:
             raise BadInput(f"{what}; give one, e.g. dataset.root=/data") from error
     # A key or value the data set's class does not take, named before any folder is read.
     check_classes(cfg)
-    return checked(dataset, cfg.dataset)
+    return layout_report(dataset, cfg.dataset)
 
 
-def checked(dataset: str, node: DictConfig) -> Check:
+def layout_report(dataset: str, node: DictConfig) -> Check:
     """:func:`check_layout` of the data set ``node`` (the config at ``dataset``) builds. Its own refusal (a
     layout file missing, a folder it cannot split) says what to fix and is raised as it is; any other (a
     library's: torchvision's, Hydra's) is one line naming the key it refused, found by building the data

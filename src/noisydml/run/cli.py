@@ -118,6 +118,15 @@ def main() -> None:
     if any(a in PRINTING for a in sys.argv[1:]):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     arguments = resume_arguments(sys.argv[1:])
+    if scored := [
+        a for a in arguments if a.startswith("ckpt_path=") and a.split("=", 1)[1] not in ("", "null")
+    ]:
+        # Built from the defaults and any key given, an evaluation would record keys it never read.
+        sys.exit(
+            f"{scored[-1]} scores a checkpoint without training; evaluate it with noisydml-eval "
+            f"{scored[-1]}, which builds the network with its run's overrides and takes only what an "
+            "evaluation reads"
+        )
     try:
         # A search's values first: a bad one is refused as such, with or without -m.
         check_search_arguments(arguments)

@@ -211,6 +211,11 @@ def check_classes(cfg: DictConfig) -> None:
             _check_own_tuples(path, node, target, cfg.miner)
 
 
+def top_level_keys() -> set[str]:
+    """The top-level keys of conf/config.yaml."""
+    return {str(key) for key in _top_level_defaults()}
+
+
 @functools.cache
 def _top_level_defaults() -> DictConfig:
     """conf/config.yaml as written, read once a process."""

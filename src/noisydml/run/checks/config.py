@@ -14,10 +14,19 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from noisydml.numerics import MODES
-from noisydml.run.checks.classes import check_classes
+from noisydml.run.checks.classes import check_classes, top_level_keys
 from noisydml.run.checks.identity import check_identity, check_method
 from noisydml.run.checks.library import check_built
-from noisydml.run.checks.walk import ABSENT, builds, entries, given_keys, group_choices, raw, shown
+from noisydml.run.checks.walk import (
+    ABSENT,
+    builds,
+    entries,
+    given_keys,
+    given_overrides,
+    group_choices,
+    raw,
+    shown,
+)
 from noisydml.utils.checks import INF, Rule, check_value
 from noisydml.utils.errors import BadInput
 from noisydml.utils.metric_names import VALIDATION
@@ -26,11 +35,39 @@ from noisydml.utils.metric_names import VALIDATION
 def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
     """Refuse the first bad key of the composed config, before anything is built."""
     check_keys(cfg)
+    check_given(cfg)
     check_selection(cfg)
     check_method(cfg, choices)
     check_classes(cfg)
     check_built(cfg)
     check_identity(cfg, choices)
+
+
+# Keys the run sets itself, with what sets them: given, the run's files would split between two folders
+# (its log in hydra.run.dir), or a stopped run would leave nothing to resume from.
+SET_BY_THE_RUN = {
+    "paths.output_dir": "the run's folder, set by hydra.run.dir; give hydra.run.dir=... instead",
+    "callbacks.checkpoint": "the checkpoint a stopped run resumes from; callbacks.checkpoint.every_n_epochs "
+    "and every_n_train_steps space them",
+}
+
+
+def check_given(cfg: DictConfig) -> None:
+    """A key given for the run that the run sets itself (:data:`SET_BY_THE_RUN`), and a key added with ``+``
+    at the top of the config, where no code reads it (a config group is chosen without ``+``'s key)."""
+    given = given_overrides()
+    for override in given:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in SET_BY_THE_RUN:
+            raise BadInput(f"{override} would replace {SET_BY_THE_RUN[key]}")
+    groups, keys = set(group_choices()), top_level_keys() - {"defaults"}
+    for override in (o for o in given if o.startswith("+") and "=" in o):
+        key = override[1:].split("=", 1)[0]
+        if "." not in key and key not in keys and key not in groups:
+            raise BadInput(
+                f"{override[1:]} adds a top-level key that nothing reads (the run's own are "
+                f"{', '.join(sorted(keys))}); drop it, or give it below the node that reads it"
+            )
 
 
 def check_selection(cfg: DictConfig) -> None:

@@ -237,7 +237,16 @@ def _is_subclass(node: Any, base: type) -> bool:
 
 def check_untrained(cfg: DictConfig, choices: dict[str, str], has_parameters_to_train: bool) -> None:
     """A run with nothing to train (``backbone=identity``) scores its inputs: its loss and miner never run,
-    so it is named by what it is (``report.method``, as ``method=bdml/pca`` labels PCA), not by them."""
+    so it is named by what it is (``report.method``, as ``method=bdml/pca`` labels PCA), not by them; and
+    what trains (the loss, the miner, the optimizer, the scheduler), given for it, is read by nothing."""
+    training = ("loss", "miner", "optimizer", "scheduler")
+    given = sorted(k for k in given_keys() if k.split(".")[0] in training and "." in k)
+    if not has_parameters_to_train and not cfg.get("ckpt_path") and given:
+        key = given[0]
+        raise BadInput(
+            f"{key}={shown(raw(cfg, key, None))} sets how the run trains, but "
+            f"backbone={choices.get('backbone')} has nothing to train, so nothing reads it; drop {key}"
+        )
     if (
         has_parameters_to_train
         or cfg.get("ckpt_path")
@@ -340,12 +349,14 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
     if datamodule.val_set is not None:
         scored["validation"] = datamodule.val_set.labels
     evaluator.check_classes(datamodule.train_set.labels, scored)
-    stages, metric = datamodule.validation_stages, str(cfg.get("optimized_metric") or "")
+    # An evaluation (ckpt_path) fits nothing: what selects and watches the training is its run's, as recorded.
+    metric = "" if cfg.get("ckpt_path") else str(cfg.get("optimized_metric") or "")
+    stages = datamodule.validation_stages
     logged = [f"{stage}/{name}" for stage in stages for name in evaluator.names()]
     callbacks = [
         (key, node, str(node.get("monitor") or ""))
         for key, node in entries(cfg, "callbacks")
-        if isinstance(node, DictConfig)
+        if isinstance(node, DictConfig) and not cfg.get("ckpt_path")
     ]
     for key, watched in [("optimized_metric", metric), *((f"{k}.monitor", m) for k, _, m in callbacks)]:
         if watched and watched.split("/", 1)[0] in stages and watched not in logged:
@@ -357,7 +368,7 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
             )
     # The validation metrics the selection reads; test/, test_epoch/ and train/ are never selected on.
     names = [f"{VALIDATION}{name}" for name in evaluator.names()]
-    if metric not in names:
+    if metric not in names and not cfg.get("ckpt_path"):
         stage = metric.split("/", 1)[0]
         what = {
             "test": (
