@@ -170,6 +170,16 @@ BAD_INPUTS = [
         r"reads it; drop optimizer.lr",
     ),
     (
+        ["loss=proxy_anchor", "miner=none", "loss.embedding_size=16"],
+        r"loss.embedding_size=16 is not the backbone's backbone.embedding_size=32, which the loss receives; "
+        r"drop loss.embedding_size",
+    ),
+    (
+        ["callbacks.select=null"],
+        r"callbacks.select=null selects no epoch, so optimized_metric=val/recall@1 is read by nothing and "
+        r"the last epoch is tested",
+    ),
+    (
         ["+foo=1"],
         r"foo=1 adds a top-level key that nothing reads \(the run's own are callbacks, .*\); drop it",
     ),

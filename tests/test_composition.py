@@ -150,3 +150,23 @@ def test_an_override_on_a_key_the_config_lacks_is_refused_naming_the_closest(ove
         once.load_sweep_config(config, [EXPERIMENT, "method=prism/prism", *override.split()])
     assert str(refused.value).startswith(message)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("swept", "values"),
+    [
+        # A float range's binary steps: 0.30000000000000004 named its job and filed another setting than 0.3,
+        # and Hydra's range gave its stop, 0.4, as a fourth value.
+        ("noise.rate=range(0.1,0.4,0.1)", ["0.1", "0.2", "0.3"]),
+        ("noise.rate=range(0.4,0,-0.1)", ["0.4", "0.3", "0.2", "0.1"]),
+        ("seed=range(0,3)", ["0", "1", "2"]),
+        # Values as typed stay as typed.
+        ("noise.rate=0.1,0.30000000000000004", ["0.1", "0.30000000000000004"]),
+    ],
+)
+def test_a_sweeps_range_gives_the_values_a_user_reads_in_it(swept, values):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hydra_plugins.noisydml_sweeper.noisydml_sweeper import sweep_values
+
+    assert sweep_values(OverridesParser.create().parse_overrides([swept])[0]) == values

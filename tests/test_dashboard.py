@@ -412,3 +412,17 @@ def test_a_file_given_for_a_folder_is_told_to_give_its_folder(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         main([str(tmp_path / "gone")])
     assert str(refused.value).startswith(f"noisydml-dashboard: {tmp_path / 'gone'}: no such folder")
+
+
+def test_a_folder_given_beside_the_folder_that_holds_it_is_imported_once(tmp_path, capsys):
+    # A sweep and one of its jobs: the job's run was stored twice, and shown twice.
+    from noisydml.dashboard.cli import build_store
+
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1"):
+        (sweep / job).mkdir(parents=True)
+        record = {"status": "finished", "config": {"name": "default"}, "metrics": {"test/recall@1": 0.5}}
+        (sweep / job / "results.json").write_text(json.dumps(record))
+    imported = build_store([sweep, sweep / "1", sweep], tmp_path / "store")
+    assert [len(experiment.run_ids) for experiment in imported] == [2]
+    assert f"{sweep / '1'} is inside another folder given" in capsys.readouterr().err

@@ -37,6 +37,8 @@ def test_study_of_three_trials_chooses_the_best_validation_value_and_the_sweep_u
     command += ["method=zhang2023/bspml", "tune.trials=3", *TINY]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # A trial is continued by its search run again: resume=<trial> is refused.
+    assert "(a trial of a search: if it stops, run the search's command again)" in done.stdout
 
     # BSPML's lambda_inf is drawn from an interval, so the three trials are three different runs. Job
     # folders nest where an override holds a "/" (method=zhang2023/bspml).

@@ -27,7 +27,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
+from hydra.core.override_parser.types import Override, RangeSweep
 from hydra.core.plugins import Plugins
 from hydra.errors import HydraException
 from hydra.plugins.sweeper import Sweeper
@@ -253,4 +253,10 @@ def sweep_values(override: Override) -> list[str]:
             f"{given} expands to no value, so the sweep would run no job; give at least one, e.g. "
             f"{key}=range(0,5) or {key}=0,1,2"
         )
+    if isinstance(sweep := override.value(), RangeSweep) and any("." in v for v in values):
+        # A float range adds its step in binary: 0.1 + 0.2 is 0.30000000000000004, which would name the job's
+        # folder and be recorded as another setting than 0.3, and its end may come out below its stop.
+        rounded = [round(float(v), 12) for v in values]
+        stop, rising = round(float(sweep.stop), 12), float(sweep.step) > 0
+        values = [repr(v) for v in rounded if (v < stop if rising else v > stop)]
     return values

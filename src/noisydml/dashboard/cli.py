@@ -73,10 +73,21 @@ def port_is_free(port: int) -> bool:
 
 
 def build_store(dirs: list[Path], store: Path) -> list:
-    """A fresh SQLite store in ``store`` with one experiment per folder of ``dirs``."""
+    """A fresh SQLite store in ``store`` with one experiment per folder of ``dirs``; a folder inside another
+    given (a sweep's job beside its sweep) is that folder's already, and is not imported twice."""
     from mlflow.tracking import MlflowClient
 
     from noisydml.dashboard.store import import_folder
+
+    resolved = [Path(folder).resolve() for folder in dirs]
+    inner = {f for f in resolved if any(f != other and f.is_relative_to(other) for other in resolved)}
+    for folder in sorted(inner):
+        print(
+            f"{folder} is inside another folder given, whose runs it is among; imported once", file=sys.stderr
+        )
+    # Each folder once, in the order given.
+    first = {path: folder for folder, path in reversed(list(zip(dirs, resolved, strict=True)))}
+    dirs = [first[path] for path in dict.fromkeys(resolved) if path not in inner]
 
     store.mkdir(parents=True, exist_ok=True)
     check_store(store)

@@ -171,8 +171,15 @@ def _start(cfg: DictConfig, run: RunDir, record: dict) -> None:
                 f.write(OmegaConf.to_yaml(config))
     resume = run.resume_command()
     run.write_results(RUNNING, resume=resume, **record, versions=versions())
-    # An evaluation trains nothing to continue: stopped, it is run again.
-    again = "" if cfg.get("ckpt_path") else f" (if it stops, continue it with: {resume})"
+    # An evaluation trains nothing to continue: stopped, it is run again. A search's trial is continued by
+    # its search, run again, which alone sees every trial.
+    sweeper = HydraConfig.get().sweeper if HydraConfig.initialized() else {}
+    if cfg.get("ckpt_path"):
+        again = ""
+    elif "direction" in (sweeper or {}):
+        again = " (a trial of a search: if it stops, run the search's command again)"
+    else:
+        again = f" (if it stops, continue it with: {resume})"
     print(f"run directory: {run.path.resolve()}{again}", flush=True)
 
 

@@ -26,6 +26,7 @@ from noisydml.run.checks.walk import (
     group_choices,
     raw,
     shown,
+    target_nodes,
 )
 from noisydml.utils.checks import INF, Rule, check_value
 from noisydml.utils.errors import BadInput
@@ -36,6 +37,7 @@ def check_config(cfg: DictConfig, choices: dict[str, str]) -> None:
     """Refuse the first bad key of the composed config, before anything is built."""
     check_keys(cfg)
     check_given(cfg)
+    check_embedding_sizes(cfg)
     check_selection(cfg)
     check_method(cfg, choices)
     check_classes(cfg)
@@ -70,11 +72,34 @@ def check_given(cfg: DictConfig) -> None:
             )
 
 
+def check_embedding_sizes(cfg: DictConfig) -> None:
+    """A loss or miner that sizes its own parameters by the embedding (proxies, a memory) has the
+    backbone's embedding size: another would fail on the first batch, naming two matrices' shapes."""
+    size = OmegaConf.select(cfg, "backbone.embedding_size", default=None)
+    nodes = [entry for key in ("loss", "miner") for entry in target_nodes(cfg.get(key), key)]
+    for path, node in nodes:
+        if "embedding_size" not in node or size is None:
+            continue
+        if (theirs := node.get("embedding_size")) != size:
+            raise BadInput(
+                f"{path}.embedding_size={theirs} is not the backbone's backbone.embedding_size={size}, which "
+                f"the loss receives; drop {path}.embedding_size (it follows the backbone's), or set "
+                f"backbone.embedding_size={theirs}"
+            )
+
+
 def check_selection(cfg: DictConfig) -> None:
     """A selection metric is read from a validation split: without one (``data.val_fraction=0``) the last
     epoch is tested, so ``optimized_metric`` given for the run is read by nothing, and a search that
     optimises it would get nothing back from any trial."""
     metric = OmegaConf.select(cfg, "optimized_metric", default=None)
+    held = OmegaConf.select(cfg, "data.val_fraction", default=None) not in (0, None)
+    if held and "callbacks.select" in given_keys() and OmegaConf.select(cfg, "callbacks.select") is None:
+        raise BadInput(
+            f"callbacks.select=null selects no epoch, so optimized_metric={metric} is read by nothing and "
+            "the last epoch is tested, while the record reads as selected; to test the last epoch, hold out "
+            "no validation split (data.val_fraction=0), or keep callbacks.select"
+        )
     # Another split's metric is refused as such once the data are built (check_metrics).
     if OmegaConf.select(cfg, "data.val_fraction", default=None) != 0 or not str(metric).startswith(
         VALIDATION
