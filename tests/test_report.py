@@ -779,6 +779,7 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture) -> str:
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
+        # A flag no part of the command reads.
         (
             ["--p", "0.2"],
             "--p 0.2 is read only with --theory, so nothing here would read it; add --theory, or drop --p",
@@ -790,15 +791,24 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture) -> str:
             "it; add --theory or drop --against, or drop --eta",
         ),
         (["--against", "board", "--metrics", "test/nmi"], "--metrics test/nmi is read only by a report"),
+        # A number outside its flag's range, refused as the arguments are parsed.
+        (
+            ["--eta", "-3"],
+            "--eta=-3.0 must be >= 1 (eta is the hard/easy negative sampling ratio, at least 1); ",
+        ),
+        (["--eta", "2", "nan"], "--eta=nan is not a number; give one, e.g. --eta 2"),
+        (["--theory", "--p", "1.5", "--classes", "10"], "--p=1.5 is outside [0, 1]"),
+        (["--theory", "--p", "0.2", "--classes", "1"], "--classes=1 must be >= 2"),
     ],
 )
-def test_a_flag_nothing_reads_is_refused_before_the_report_is_written(
+def test_a_flag_nothing_reads_or_out_of_its_range_is_refused_before_the_report_is_written(
     le_sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture, flags: list[str], expected: str
 ) -> None:
     out = tmp_path / "reports"
     said = _refused([str(le_sweep), "--out", str(out), "--no-wandb", *flags], capsys)
     assert said.startswith(f"noisydml-report: error: {expected}"), said
-    assert not out.exists()
+    # Nothing was printed by the calculator, and no report written: no figure drew the bound first.
+    assert capsys.readouterr().out == "" and not out.exists()
 
 
 def test_a_report_flag_of_the_calculator_alone_is_refused(capsys: pytest.CaptureFixture) -> None:
@@ -810,28 +820,6 @@ def test_a_report_flag_of_the_calculator_alone_is_refused(capsys: pytest.Capture
     assert capsys.readouterr().out == ""
     # --no-wandb is honoured wherever it is given: only a report logs to W&B.
     assert main(["--theory", "--p", "0.2", "--classes", "10", "--no-wandb"]) == 0
-
-
-@pytest.mark.parametrize(
-    ("flags", "expected"),
-    [
-        (
-            ["--eta", "-3"],
-            "--eta=-3.0 must be >= 1 (eta is the hard/easy negative sampling ratio, at least 1); ",
-        ),
-        (["--eta", "2", "nan"], "--eta=nan is not a number; give one, e.g. --eta 2"),
-        (["--theory", "--p", "1.5", "--classes", "10"], "--p=1.5 is outside [0, 1]"),
-        (["--theory", "--p", "0.2", "--classes", "1"], "--classes=1 must be >= 2"),
-    ],
-)
-def test_a_numeric_flag_out_of_range_is_refused_as_the_arguments_are_parsed(
-    le_sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture, flags: list[str], expected: str
-) -> None:
-    out = tmp_path / "reports"
-    said = _refused([str(le_sweep), "--out", str(out), "--no-wandb", *flags], capsys)
-    assert said.startswith(f"noisydml-report: error: {expected}"), said
-    # Nothing was printed by the calculator, and no report written: no figure drew the bound first.
-    assert capsys.readouterr().out == "" and not out.exists()
 
 
 def test_every_numeric_flag_has_a_range() -> None:

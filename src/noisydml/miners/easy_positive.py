@@ -315,15 +315,6 @@ class RandomPositiveMiner(EasyPositiveMiner):
     samples instead of the nearest one, as Roth et al.'s samplers draw it. With the same negative rule,
     a baseline and its EPS variant differ only in the positive (Levi Sec. 4.3, 5.2.3)."""
 
-    def unread_keys(self, parts: Parts) -> dict[str, str]:
-        """The keys of the rules other than this miner's (:mod:`noisydml.utils.unread`)."""
-        rule = self.negatives.name
-        return {
-            name: f"is a parameter of other negative rules than {{node}}.negatives={rule}, which does not "
-            "read it; drop {key}"
-            for name in self._unread
-        }
-
     def positives(self, dist: torch.Tensor, is_positive: torch.Tensor) -> torch.Tensor:
         return draw_one(is_positive)
 

@@ -64,17 +64,14 @@ def layout_report(dataset: str, node: DictConfig) -> Check:
     layout file missing, a folder it cannot split) says what to fix and is raised as it is; any other (a
     library's: torchvision's, Hydra's) is one line naming the key it refused, found by building the data
     set and its splits again without each key (:func:`noisydml.run.checks.library.library_error`)."""
-    from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
-    from noisydml.run.checks.library import library_error
+    from noisydml.run.checks.library import instantiation_cause, library_error
 
     try:
         return check_layout(dataset, instantiate(node))
     except Exception as error:
-        cause: BaseException = error
-        while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
-            cause = cause.__cause__
+        cause = instantiation_cause(error)
         if not isinstance(cause, Exception):
             raise
         if _raised_here(cause) and isinstance(cause, (OSError, ValueError, KeyError)):

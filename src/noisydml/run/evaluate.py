@@ -20,7 +20,7 @@ from noisydml.run.checks.arguments import (
 from noisydml.run.checks.folders import check_checkpoint
 from noisydml.run.cli import quoted, run_hydra, stored_overrides
 from noisydml.utils.errors import BadInput
-from noisydml.utils.run_directory import CHECKPOINTS, RunDir
+from noisydml.utils.run_directory import checkpoint_run
 
 EVAL_DIR = "hydra.run.dir='outputs/evals/${name}/${now:%Y-%m-%d_%H-%M-%S_%f}'"
 
@@ -36,8 +36,7 @@ def eval_arguments(argv: list[str]) -> list[str]:
         )
     checkpoint = check_checkpoint(given[-1])
     stored = []
-    run_dir = checkpoint.parent.parent
-    if checkpoint.parent.name == CHECKPOINTS and RunDir(run_dir).overrides.is_file():
+    if (run_dir := checkpoint_run(checkpoint)) is not None:
         check_evaluation_arguments(argv, run_dir)
         given_keys = {a.split("=", 1)[0] for a in argv}
         stored = [

@@ -24,14 +24,13 @@ from noisydml.callbacks.checkpointing import SelectedCheckpoint
 from noisydml.run.checks.walk import shown
 from noisydml.utils.metric_names import VALIDATION, selected
 from noisydml.utils.run_directory import (
-    CHECKPOINTS,
     DEBUG,
     DIVERGED,
     EVALUATED,
     FINISHED,
     STOPPED,
     UNSELECTED,
-    RunDir,
+    checkpoint_run,
 )
 
 # Lightning's flags that run part of the data: their metrics are not a run's result.
@@ -175,10 +174,9 @@ def result_status(
     if mode := debug_mode(cfg, choices):
         return DEBUG, f"{mode} is a debug mode: its metrics are not a result; run without it for one"
     if cfg.get("ckpt_path"):
-        checkpoint = Path(str(cfg.ckpt_path))
         unknown = (
             ""
-            if checkpoint.parent.name == CHECKPOINTS and RunDir(checkpoint.parent.parent).overrides.is_file()
+            if checkpoint_run(Path(str(cfg.ckpt_path))) is not None
             else "; it lies in no run folder, so the config it trained with is unknown: the training keys "
             "recorded here (noise, optimizer, trainer) are this evaluation's, not the checkpoint's"
         )

@@ -232,6 +232,14 @@ def is_run(path: Path) -> bool:
     return run.results.is_file() or run.overrides.is_file()
 
 
+def checkpoint_run(checkpoint: Path) -> Path | None:
+    """The run folder that wrote ``checkpoint`` (``<run>/checkpoints/<name>.ckpt``, beside the run's
+    overrides); None for a checkpoint in no run folder, whose training config is unknown."""
+    checkpoint = Path(checkpoint)
+    run = checkpoint.parent.parent
+    return run if checkpoint.parent.name == CHECKPOINTS and RunDir(run).overrides.is_file() else None
+
+
 def run_holding(path: Path) -> Path | None:
     """The run folder ``path`` is, or lies in; None outside every run."""
     path = Path(path).expanduser().resolve()

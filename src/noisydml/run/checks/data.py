@@ -231,7 +231,8 @@ def _validations(cfg: DictConfig, datamodule: Any) -> int | None:
 
 
 def _is_subclass(node: Any, base: type) -> bool:
-    klass = import_target(str(node["_target_"]))
+    """Whether ``node`` builds an object of a subclass of ``base``."""
+    klass = import_target(str(node.get("_target_")))
     return isinstance(klass, type) and issubclass(klass, base)
 
 
@@ -401,14 +402,8 @@ def check_metrics(cfg: DictConfig, datamodule: Any, evaluator: Any) -> None:
                 f"best; use {key}.mode={better(monitor)}"
             )
         # A checkpoint selection on a split no loader logs is dropped (selection.watched_callbacks).
-        klass = import_target(str(node.get("_target_")))
-        selection = isinstance(klass, type) and issubclass(klass, ModelCheckpoint)
-        if (
-            isinstance(klass, type)
-            and issubclass(klass, SelectedCheckpoint)
-            and monitor
-            and monitor != metric
-        ):
+        selection = _is_subclass(node, ModelCheckpoint)
+        if _is_subclass(node, SelectedCheckpoint) and monitor and monitor != metric:
             raise BadInput(
                 f"{key}.monitor={monitor} would select the tested epoch, but the run records, and a sweeper "
                 f"optimises, optimized_metric={metric} as what selected it; set optimized_metric={monitor} "

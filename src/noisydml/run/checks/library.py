@@ -73,16 +73,20 @@ def made(key: str, node: DictConfig, make: Callable[[DictConfig], Any]) -> Any:
     try:
         return make(node)
     except Exception as error:
-        cause = error
-        while isinstance(cause, InstantiationException) and cause.__cause__ is not None:
-            # Hydra's wrapper says only where the error came from.
-            cause = cause.__cause__
+        cause = instantiation_cause(error)
         if isinstance(cause, BadValue):
             place = next((path for path, n in target_nodes(node, key) if cause.key in n), key)
             raise cause.under(place) from error
         if isinstance(cause, BadInput):
             raise cause from error
         raise library_error(key, node, make, cause) from error
+
+
+def instantiation_cause(error: BaseException) -> BaseException:
+    """The error behind Hydra's wrappers (``InstantiationException``), which say only where it came from."""
+    while isinstance(error, InstantiationException) and error.__cause__ is not None:
+        error = error.__cause__
+    return error
 
 
 def library_error(
